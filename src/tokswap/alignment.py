@@ -16,6 +16,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
+from .errors import TokswapError
 from .utils import atomic_output_dir, get_logger
 
 logger = get_logger(__name__)
@@ -25,7 +26,7 @@ ALIGNMENT_CONFIG_NAME = "alignment_config.json"
 ALIGNMENT_FORMAT_VERSION = 1
 
 
-class AlignmentError(ValueError):
+class AlignmentError(TokswapError):
     """Raised when an alignment cannot be built or does not fit the tokenizers it is used with."""
 
 
