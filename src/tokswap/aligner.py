@@ -1,0 +1,795 @@
+"""From two tokenizers and a corpus to a verified `TokenAlignment` (TokAlign, paper section 3).
+
+Pipeline (every stage cached under `tokswap.utils.cache_dir()`, keyed by what it depends on):
+
+1. tokenize the corpus with both tokenizers (`datasets.map`, batched, optionally multi-process);
+2. count token co-occurrences per side (`tokswap.cooccurrence`);
+3. train GloVe vectors per side (`tokswap.glove`);
+4. pair identical tokens by their bytes and control tokens by role (`tokswap.vocab`);
+5. match every other target token GloVe has seen to a source token across the two spaces
+   (`tokswap.matching`), and give tokens GloVe never saw the source pieces their text splits into;
+6. check the result: recover held-out identical pairs (precision@1/@10), BLEU-1 and semantic
+   similarity on held-out text (`tokswap.metrics`), largest in-degree with and without the
+   hubness correction.
+
+Example:
+    >>> from tokswap.aligner import AlignmentConfig, align_tokenizers
+    >>> alignment = align_tokenizers("smollm2", "qwen2.5", config=AlignmentConfig(corpus_bytes=5_000_000))
+    >>> alignment.save_pretrained("alignments/smollm2-qwen2.5")
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from .alignment import AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
+from .matching import nearest_neighbours, normalize_rows, precision_at_k, procrustes_map, relative_representations
+from .utils import cache_dir, get_logger
+from .vocab import (
+    _source_preference,
+    _vocab_by_id,
+    identical_token_pairs,
+    special_token_ids,
+    special_token_pairs,
+    token_bytes,
+    tokenizer_scheme,
+)
+
+logger = get_logger(__name__)
+
+__all__ = ["AlignmentConfig", "align_tokenizers", "build_alignment", "evaluate_alignment", "register_cli"]
+
+_CACHE_VERSION = "v1"
+
+
+class CorpusTooSmallError(AlignmentError):
+    """The corpus has too few tokens to learn co-occurrence vectors from."""
+
+
+class NoOverlapError(AlignmentError):
+    """The two vocabularies share too few tokens to anchor the two vector spaces."""
+
+
+@dataclass
+class AlignmentConfig:
+    """Settings of `align_tokenizers` (defaults follow the TokAlign reference where it has one)."""
+
+    window: int = field(default=15, metadata={"help": "Co-occurrence window on each side of a token."})
+    min_count: int = field(default=5, metadata={"help": "Tokens seen fewer times get no GloVe vector."})
+    dim: int = field(default=300, metadata={"help": "GloVe vector size."})
+    iterations: int = field(default=15, metadata={"help": "GloVe training epochs."})
+    x_max: float = field(default=10.0, metadata={"help": "GloVe weighting cut-off."})
+    alpha: float = field(default=0.75, metadata={"help": "GloVe weighting exponent."})
+    learning_rate: float = field(default=0.05, metadata={"help": "GloVe AdaGrad learning rate."})
+    glove_seed: int = field(default=0, metadata={"help": "Seed of the GloVe initialization."})
+    method: str = field(
+        default="procrustes",
+        metadata={"help": "Cross-space matching: 'procrustes' (orthogonal map fitted on all identical pairs) or "
+                  "'relative' (the paper's relative representations against anchor tokens)."},
+    )
+    num_anchors: int = field(
+        default=300, metadata={"help": "Anchor tokens for method='relative' (0: every usable identical pair)."}
+    )
+    anchor_seed: int = field(default=0, metadata={"help": "Seed for drawing anchors and the self-check hold-out."})
+    hubness_correction: Optional[str] = field(
+        default="csls", metadata={"help": "Hubness correction of the matching: 'csls' or 'none'."}
+    )
+    csls_k: int = field(default=10, metadata={"help": "Neighbourhood size of the CSLS penalties."})
+    candidate_k: int = field(default=64, metadata={"help": "Cosine candidates per token re-scored by CSLS."})
+    search_dim: Optional[int] = field(
+        default=None, metadata={"help": "Search candidates in this many principal components (None: full space)."}
+    )
+    holdout_fraction: float = field(
+        default=0.1, metadata={"help": "Share of identical pairs held out of the fit to self-check the matching."}
+    )
+    chunk_size: int = field(default=2048, metadata={"help": "Target rows per similarity block in the matching."})
+    corpus_bytes: int = field(
+        default=8_000_000, metadata={"help": "Size of the default corpus (`tokswap.corpus.build_corpus`) in bytes."}
+    )
+    eval_documents: int = field(
+        default=200, metadata={"help": "Documents held out for BLEU-1/semantic similarity when the corpus has no test split."}
+    )
+    eval_segments: int = field(default=400, metadata={"help": "Held-out text segments used for BLEU-1 and similarity."})
+    eval_segment_chars: int = field(default=600, metadata={"help": "Length of one evaluation segment in characters."})
+    semantic_similarity: bool = field(
+        default=True, metadata={"help": "Compute the sentence-encoder similarity (needs all-MiniLM-L6-v2)."}
+    )
+    evaluate_baselines: bool = field(
+        default=False, metadata={"help": "Also score the random and identical-token baselines."}
+    )
+    min_corpus_tokens: int = field(default=20_000, metadata={"help": "Refuse corpora with fewer tokens than this."})
+    min_identical_pairs: int = field(
+        default=50, metadata={"help": "Refuse pairs of vocabularies sharing fewer trained tokens than this."}
+    )
+    num_proc: Optional[int] = field(default=None, metadata={"help": "Processes for tokenizing the corpus."})
+    batch_size: int = field(default=256, metadata={"help": "Documents per tokenization batch."})
+    cache: bool = field(default=True, metadata={"help": "Cache tokenized corpora, co-occurrences and vectors."})
+    device: Optional[str] = field(default=None, metadata={"help": "Device for GloVe training (default: cuda if present)."})
+    seed: int = field(default=0, metadata={"help": "Seed of the default corpus and of the baselines."})
+
+    def glove_config(self):
+        from .glove import GloveConfig
+
+        wanted = {
+            "dim": self.dim, "iterations": self.iterations, "x_max": self.x_max, "alpha": self.alpha,
+            "seed": self.glove_seed, "learning_rate": self.learning_rate, "device": self.device,
+        }
+        accepted = {f.name for f in fields(GloveConfig)}
+        return GloveConfig(**{k: v for k, v in wanted.items() if k in accepted and v is not None})
+
+
+# ---------------------------------------------------------------------------------------------- inputs
+def _load_tokenizer(tokenizer):
+    if not isinstance(tokenizer, (str, os.PathLike)):
+        return tokenizer
+    path = Path(tokenizer)
+    if path.is_file() and path.suffix == ".json":
+        from transformers import PreTrainedTokenizerFast
+
+        return PreTrainedTokenizerFast(tokenizer_file=str(path))
+    from .assets import load_tokenizer
+
+    return load_tokenizer(str(tokenizer))
+
+
+def _texts_hash(texts) -> str:
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(text.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+def _segments(texts: Sequence[str], count: int, length: int) -> list:
+    """Cut held-out documents into up to `count` pieces of about `length` characters (at spaces)."""
+    pieces = []
+    for text in texts:
+        start = 0
+        while start < len(text) and len(pieces) < count:
+            end = min(len(text), start + length)
+            if end < len(text):
+                space = text.rfind(" ", start + length // 2, end)
+                end = space if space > start else end
+            piece = text[start:end].strip()
+            if piece:
+                pieces.append(piece)
+            start = end
+        if len(pieces) >= count:
+            break
+    return pieces
+
+
+def _prepare_corpus(corpus, config: AlignmentConfig):
+    """-> (train `datasets.Dataset` with a "text" column, held-out texts, corpus description)."""
+    import datasets
+
+    description: dict = {}
+    if corpus is None:
+        from .corpus import build_corpus
+
+        corpus = build_corpus(total_bytes=config.corpus_bytes, seed=config.seed)
+        description["source"] = f"tokswap.corpus.build_corpus(total_bytes={config.corpus_bytes}, seed={config.seed})"
+    if isinstance(corpus, (str, os.PathLike)):
+        corpus = load_corpus(corpus)
+        description.setdefault("source", str(corpus.info.description or "file"))
+    if isinstance(corpus, datasets.DatasetDict):
+        train = corpus["train"]
+        held_name = next((name for name in ("test", "validation") if name in corpus), None)
+        held = corpus[held_name]["text"] if held_name else None
+    elif isinstance(corpus, datasets.Dataset):
+        train, held = corpus, None
+    elif isinstance(corpus, (list, tuple)):
+        if corpus and not isinstance(corpus[0], str):
+            raise AlignmentError("A corpus given as a list must hold strings (one document each).")
+        train, held = datasets.Dataset.from_dict({"text": list(corpus)}), None
+        description.setdefault("source", f"list of {len(corpus)} texts")
+    else:
+        raise AlignmentError(
+            f"Unsupported corpus type {type(corpus).__name__}: pass a datasets.Dataset/DatasetDict with a 'text' "
+            "column, a list of strings, a .jsonl/.txt file or dataset folder, or None for the default corpus."
+        )
+    if "text" not in train.column_names:
+        raise AlignmentError(f"The corpus needs a 'text' column; it has {train.column_names}.")
+    if held is None:
+        # Hold out the last documents (a seeded shuffle keeps the split independent of file order).
+        if len(train) < 2:
+            raise CorpusTooSmallError("The corpus needs at least 2 documents (one is held out for evaluation).")
+        order = np.random.default_rng(config.seed).permutation(len(train))
+        num_held = min(config.eval_documents, max(1, len(train) // 10))
+        held = train.select(np.sort(order[:num_held]))["text"]
+        train = train.select(np.sort(order[num_held:]))
+    train_texts = train["text"]
+    description.setdefault("source", "datasets.Dataset")
+    description.update({
+        "num_documents": len(train),
+        "num_bytes": int(sum(len(t.encode("utf-8", "surrogatepass")) for t in train_texts)),
+        "sha256": _texts_hash(train_texts),
+        "num_heldout_documents": len(held),
+        "heldout_sha256": _texts_hash(held),
+    })
+    if "domain" in train.column_names:
+        domains, counts = np.unique(np.asarray(train["domain"]), return_counts=True)
+        description["domains"] = dict(zip(domains.tolist(), counts.tolist()))
+    return train.select_columns(["text"]), list(held), description
+
+
+def load_corpus(path) -> "datasets.Dataset":
+    """A corpus from a .jsonl (a "text" field per line), a .txt (one document per blank-line-separated
+    paragraph), or a folder saved with `datasets.save_to_disk`."""
+    import datasets
+
+    path = Path(path)
+    if path.is_dir():
+        loaded = datasets.load_from_disk(str(path))
+        return loaded
+    if not path.is_file():
+        raise AlignmentError(f"Corpus {path} does not exist.")
+    if path.suffix in (".jsonl", ".json"):
+        texts = []
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    record = json.loads(line)
+                    texts.append(record["text"] if isinstance(record, dict) else str(record))
+    else:
+        with open(path, encoding="utf-8") as handle:
+            texts = [block for block in handle.read().split("\n\n") if block.strip()]
+    return datasets.Dataset.from_dict({"text": texts})
+
+
+# ---------------------------------------------------------------------------------------------- cached stages
+def _key(*parts) -> str:
+    return hashlib.sha256(json.dumps([_CACHE_VERSION, *parts], sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def _tokenize(train, tokenizer, fingerprint: dict, corpus_hash: str, config: AlignmentConfig, progress: bool):
+    """Token ids of every training document: `(flat ids int32, offsets int64)`, cached."""
+    key = _key("tokenized", fingerprint["vocab_hash"], corpus_hash)
+    path = cache_dir("alignment", "tokenized") / f"{key}.npz"
+    if config.cache and path.is_file():
+        with np.load(path) as data:
+            return data["ids"], data["offsets"]
+
+    def encode(batch):
+        return {"input_ids": tokenizer(batch["text"], add_special_tokens=False)["input_ids"]}
+
+    num_proc = config.num_proc if (config.num_proc or 1) > 1 else None
+    tokenized = train.map(
+        encode, batched=True, batch_size=config.batch_size, num_proc=num_proc, remove_columns=["text"],
+        desc=f"Tokenizing with {fingerprint['name_or_path'] or 'tokenizer'}",
+    )
+    tokenized.set_format("numpy")
+    lengths, chunks = [], []
+    for row in tokenized:
+        ids = np.asarray(row["input_ids"], dtype=np.int32)
+        chunks.append(ids)
+        lengths.append(len(ids))
+    ids = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int32)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if config.cache:
+        from .utils import atomic_output_file
+
+        with atomic_output_file(path) as handle:
+            np.savez(handle, ids=ids, offsets=offsets)
+    return ids, offsets
+
+
+def _documents(ids, offsets):
+    return [ids[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+
+
+def _cooccurrences(ids, offsets, vocab_size: int, key: str, config: AlignmentConfig, progress: bool):
+    from .cooccurrence import CooccurrenceMatrix, count_cooccurrences
+
+    path = cache_dir("alignment", "cooccurrence") / f"{key}.npz"
+    if config.cache and path.is_file():
+        return CooccurrenceMatrix.load(path)
+    cooc = count_cooccurrences(
+        _documents(ids, offsets), vocab_size=vocab_size, window=config.window, min_count=config.min_count,
+        progress=progress,
+    )
+    if config.cache:
+        cooc.save(path)
+    return cooc
+
+
+def _glove(cooc, key: str, config: AlignmentConfig, progress: bool):
+    """-> (vectors float32 [V, dim], trained bool [V]), cached."""
+    from .glove import train_glove
+
+    path = cache_dir("alignment", "glove") / f"{key}.npz"
+    if config.cache and path.is_file():
+        with np.load(path) as data:
+            return data["vectors"], data["trained"]
+    glove_config = config.glove_config()
+    try:
+        result = train_glove(cooc, glove_config, progress=progress)
+    except TypeError:  # a train_glove without the progress argument
+        result = train_glove(cooc, glove_config)
+    vectors = np.asarray(result.vectors, dtype=np.float32)
+    trained = np.asarray(result.trained, dtype=bool)
+    if config.cache:
+        from .utils import atomic_output_file
+
+        with atomic_output_file(path) as handle:
+            np.savez(handle, vectors=vectors, trained=trained)
+    return vectors, trained
+
+
+# ---------------------------------------------------------------------------------------------- matching
+def _split_into_source(
+    texts_bytes: list, source_tokenizer, source_lookup: dict, fallback_id: int
+) -> list:
+    """The source token ids each byte string splits into: the source tokenizer's own segmentation for
+    valid UTF-8 text, else a greedy longest match over source tokens' bytes (a byte-level BPE piece
+    can be half of a UTF-8 character)."""
+    texts, valid = [], []
+    for value in texts_bytes:
+        try:
+            texts.append(value.decode("utf-8") if value else "")
+            valid.append(bool(value))
+        except UnicodeDecodeError:
+            texts.append("")
+            valid.append(False)
+    encoded = source_tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+    max_len = max((len(b) for b in source_lookup), default=1)
+    result = []
+    for value, ok, ids in zip(texts_bytes, valid, encoded):
+        if ok and ids:
+            result.append(list(ids))
+            continue
+        pieces, start = [], 0
+        while value and start < len(value):
+            for end in range(min(len(value), start + max_len), start, -1):
+                match = source_lookup.get(value[start:end])
+                if match is not None:
+                    pieces.append(match)
+                    start = end
+                    break
+            else:
+                start += 1  # a byte no source token covers: skip it
+        result.append(pieces or [fallback_id])
+    return result
+
+
+def _spaces(source_vectors, target_vectors, train_sources, train_targets, config: AlignmentConfig, rng):
+    """Both vocabularies' vectors expressed in one comparable space -> (source_rep, target_rep, info)."""
+    if config.method == "procrustes":
+        source = normalize_rows(source_vectors)
+        target = normalize_rows(target_vectors)
+        # Center on the tokens that took part in training, then re-normalize (standard for Procrustes).
+        source = normalize_rows(source - source[torch.as_tensor(train_sources)].mean(0, keepdim=True))
+        target = normalize_rows(target - target[torch.as_tensor(train_targets)].mean(0, keepdim=True))
+        rotation = procrustes_map(target[torch.as_tensor(train_targets)], source[torch.as_tensor(train_sources)])
+        return source, target @ rotation, {"fit_pairs": int(len(train_targets))}
+    if config.method == "relative":
+        count = len(train_targets) if config.num_anchors <= 0 else min(config.num_anchors, len(train_targets))
+        chosen = np.sort(rng.choice(len(train_targets), size=count, replace=False))
+        source = relative_representations(source_vectors, train_sources[chosen])
+        target = relative_representations(target_vectors, train_targets[chosen])
+        return source, target, {"num_anchors": int(count)}
+    raise AlignmentError(f"Unknown matching method {config.method!r}: use 'procrustes' or 'relative'.")
+
+
+def build_alignment(
+    source_tokenizer,
+    target_tokenizer,
+    source_vectors: np.ndarray,
+    source_trained: np.ndarray,
+    target_vectors: np.ndarray,
+    target_trained: np.ndarray,
+    config: Optional[AlignmentConfig] = None,
+    progress: bool = False,
+) -> TokenAlignment:
+    """Build the alignment from GloVe vectors of both vocabularies (steps 4-5 of the pipeline).
+
+    Args:
+        source_tokenizer / target_tokenizer: fast tokenizers.
+        source_vectors (`[V_s, d]`), source_trained (`[V_s]` bool): GloVe vectors of the source
+            vocabulary and which rows GloVe actually trained (tokens seen at least `min_count` times).
+        target_vectors (`[V_t, d']`), target_trained (`[V_t]` bool): the same for the target.
+        config (`AlignmentConfig`): matching settings.
+
+    Returns:
+        `TokenAlignment` whose `config["diagnostics"]` holds the identical-pair counts, the
+        self-check precision and the in-degrees; provenance is added by `align_tokenizers`.
+    """
+    config = config or AlignmentConfig()
+    started = time.perf_counter()
+    num_source, num_target = len(source_tokenizer), len(target_tokenizer)
+    source_trained = np.zeros(num_source, bool) if source_trained is None else np.asarray(source_trained, bool)
+    target_trained = np.zeros(num_target, bool) if target_trained is None else np.asarray(target_trained, bool)
+    source_trained = np.pad(source_trained, (0, max(0, num_source - len(source_trained))))[:num_source]
+    target_trained = np.pad(target_trained, (0, max(0, num_target - len(target_trained))))[:num_target]
+
+    identical = identical_token_pairs(source_tokenizer, target_tokenizer)
+    specials = special_token_pairs(source_tokenizer, target_tokenizer)
+    if identical.byte_level_count == 0:
+        raise NoOverlapError(
+            "The two tokenizers share no token (not even single bytes): there is nothing to anchor an alignment on."
+        )
+    source_specials = special_token_ids(source_tokenizer)
+    target_specials = special_token_ids(target_tokenizer)
+
+    target_to_source = np.full(num_target, -1, dtype=np.int64)
+    scores = np.zeros(num_target, dtype=np.float32)
+    row_sources = np.full(num_target, RowSource.FALLBACK, dtype=np.int8)
+    target_to_source[identical.target_ids] = identical.source_ids
+    scores[identical.target_ids] = 1.0
+    row_sources[identical.target_ids] = RowSource.IDENTICAL
+    for target_id, source_id in specials.items():
+        if target_id < num_target:
+            target_to_source[target_id] = source_id
+            scores[target_id] = 1.0
+            row_sources[target_id] = RowSource.SPECIAL
+
+    # Identical pairs both GloVe spaces know: the bridge between the spaces.
+    usable = source_trained[identical.source_ids] & target_trained[identical.target_ids]
+    usable_t, usable_s = identical.target_ids[usable], identical.source_ids[usable]
+    if len(usable_t) < config.min_identical_pairs:
+        raise NoOverlapError(
+            f"Only {len(usable_t)} identical tokens were seen at least {config.min_count} times on both sides "
+            f"(of {identical.byte_level_count} identical tokens); at least {config.min_identical_pairs} are needed to "
+            "anchor the two vector spaces. Use a larger corpus, or a lower min_count."
+        )
+    rng = np.random.default_rng(config.anchor_seed)
+    order = rng.permutation(len(usable_t))
+    num_holdout = int(round(config.holdout_fraction * len(usable_t)))
+    num_holdout = min(num_holdout, len(usable_t) - config.min_identical_pairs) if num_holdout else 0
+    holdout, fit = order[:num_holdout], order[num_holdout:]
+    source_rep, target_rep, space_info = _spaces(
+        source_vectors, target_vectors, usable_s[fit], usable_t[fit], config, rng
+    )
+
+    # Source candidates: tokens GloVe trained, control tokens excluded (they are mapped by role).
+    key_mask = source_trained.copy()
+    key_mask[list(source_specials)] = False
+    key_ids = np.flatnonzero(key_mask)
+    query_mask = target_trained & (row_sources == RowSource.FALLBACK)
+    match_ids = np.flatnonzero(query_mask)
+    holdout_t, holdout_s = usable_t[holdout], usable_s[holdout]
+    queries = np.concatenate([match_ids, holdout_t])
+    hubness = None if config.hubness_correction in (None, "none") else config.hubness_correction
+    match_started = time.perf_counter()
+    result = nearest_neighbours(
+        target_rep[torch.as_tensor(queries)], source_rep[torch.as_tensor(key_ids)], k=10, hubness=hubness,
+        csls_k=config.csls_k, chunk_size=config.chunk_size, candidate_k=config.candidate_k,
+        search_dim=config.search_dim, progress=progress,
+    )
+    match_seconds = time.perf_counter() - match_started
+    picked = key_ids[result.indices.numpy()] if len(queries) else np.zeros((0, 10), np.int64)
+    num_match = len(match_ids)
+    target_to_source[match_ids] = picked[:num_match, 0]
+    scores[match_ids] = result.cosine[:num_match, 0].numpy()
+    row_sources[match_ids] = RowSource.GLOVE
+    self_check = precision_at_k(torch.as_tensor(picked[num_match:]), holdout_s)
+    top1_raw = key_ids[result.top1_uncorrected.numpy()[:num_match]] if num_match else np.zeros(0, np.int64)
+    in_degree = int(np.bincount(picked[:num_match, 0]).max()) if num_match else 0
+    in_degree_raw = int(np.bincount(top1_raw).max()) if num_match else 0
+
+    # Tokens GloVe never saw: the mean of the source tokens their text splits into.
+    source_bytes = token_bytes(source_tokenizer)
+    target_bytes = token_bytes(target_tokenizer)
+    source_lookup = _source_preference(
+        _vocab_by_id(source_tokenizer),
+        [None if i in source_specials else b for i, b in enumerate(source_bytes)],
+        source_specials,
+        tokenizer_scheme(source_tokenizer),
+    )
+    default_source = specials.get(_first_role_id(target_tokenizer), None)
+    if default_source is None:
+        default_source = min(source_specials) if source_specials else 0
+    fallback_ids = np.flatnonzero(row_sources == RowSource.FALLBACK)
+    pieces = _split_into_source(
+        [target_bytes[i] if i < len(target_bytes) else None for i in fallback_ids],
+        source_tokenizer, source_lookup, default_source,
+    )
+    indptr = np.zeros(num_target + 1, dtype=np.int64)
+    lengths = np.zeros(num_target, dtype=np.int64)
+    lengths[fallback_ids] = [len(p) for p in pieces]
+    np.cumsum(lengths, out=indptr[1:])
+    indices = np.asarray([s for p in pieces for s in p], dtype=np.int64)
+    for target_id, ids in zip(fallback_ids, pieces):
+        # The longest piece (in bytes) stands for the token where one row is needed.
+        target_to_source[target_id] = max(ids, key=lambda s: len(source_bytes[s] or b""))
+    if len(fallback_ids):
+        scores[fallback_ids] = 0.0
+
+    # Reverse direction for evaluation: identical target, else nearest trained target, else pieces.
+    source_to_target = _reverse_map(
+        source_tokenizer, target_tokenizer, identical, specials, source_rep, target_rep, source_trained,
+        target_trained, source_specials, target_specials, source_bytes, config,
+    )
+    diagnostics = {
+        "identical_raw_string": identical.raw_string_count,
+        "identical_byte_level": identical.byte_level_count,
+        "identical_trained_both": int(len(usable_t)),
+        "special_tokens": specials.details,
+        "matching_method": config.method,
+        **space_info,
+        "self_check_pairs": int(len(holdout)),
+        "self_check_precision_at_1": self_check["precision@1"],
+        "self_check_precision_at_10": self_check["precision@10"],
+        "glove_matched": int(num_match),
+        "max_in_degree": in_degree,
+        "max_in_degree_without_hubness_correction": in_degree_raw,
+        "hubness_correction": hubness or "none",
+        "coverage_trained_target": float(target_trained.mean()) if num_target else 0.0,
+        "coverage_trained_source": float(source_trained.mean()) if num_source else 0.0,
+        "matching_seconds": round(match_seconds, 3),
+        "build_seconds": round(time.perf_counter() - started, 3),
+    }
+    return TokenAlignment(
+        target_to_source=target_to_source,
+        scores=scores,
+        row_sources=row_sources,
+        fallback_indptr=indptr,
+        fallback_indices=indices,
+        config={"diagnostics": diagnostics},
+        source_to_target=source_to_target,
+    )
+
+
+def _first_role_id(tokenizer) -> Optional[int]:
+    from .vocab import _roles
+
+    roles = _roles(tokenizer)
+    for role in ("unk", "eos", "pad"):
+        if role in roles:
+            return roles[role]
+    return None
+
+
+def _reverse_map(source_tokenizer, target_tokenizer, identical, specials, source_rep, target_rep, source_trained,
+                 target_trained, source_specials, target_specials, source_bytes, config) -> np.ndarray:
+    num_source = len(source_tokenizer)
+    result = np.full(num_source, -1, dtype=np.int64)
+    # Several targets may share a source (e.g. `▁` and `<0x20>`): keep the lowest target id.
+    order = np.argsort(identical.target_ids)[::-1]
+    result[identical.source_ids[order]] = identical.target_ids[order]
+    for target_id, source_id in specials.items():
+        if result[source_id] < 0:
+            result[source_id] = target_id
+    queries = np.flatnonzero((result < 0) & source_trained)
+    queries = queries[~np.isin(queries, list(source_specials))]
+    key_mask = target_trained.copy()
+    key_mask[list(target_specials)] = False
+    key_ids = np.flatnonzero(key_mask)
+    if len(queries) and len(key_ids):
+        hubness = None if config.hubness_correction in (None, "none") else config.hubness_correction
+        found = nearest_neighbours(
+            source_rep[torch.as_tensor(queries)], target_rep[torch.as_tensor(key_ids)], k=1, hubness=hubness,
+            csls_k=config.csls_k, chunk_size=config.chunk_size, candidate_k=config.candidate_k,
+            search_dim=config.search_dim,
+        )
+        result[queries] = key_ids[found.indices[:, 0].numpy()]
+    rest = np.flatnonzero(result < 0)
+    if len(rest):
+        target_specials_set = set(target_specials)
+        target_bytes = token_bytes(target_tokenizer)
+        target_lookup = _source_preference(
+            _vocab_by_id(target_tokenizer),
+            [None if i in target_specials_set else b for i, b in enumerate(target_bytes)],
+            target_specials_set,
+            tokenizer_scheme(target_tokenizer),
+        )
+        default = _first_role_id(target_tokenizer)
+        default = 0 if default is None else default
+        pieces = _split_into_source([source_bytes[i] for i in rest], target_tokenizer, target_lookup, default)
+        result[rest] = [max(p, key=lambda t: len(target_bytes[t] or b"")) for p in pieces]
+    return result
+
+
+# ---------------------------------------------------------------------------------------------- evaluation
+def evaluate_alignment(
+    alignment: TokenAlignment,
+    source_tokenizer,
+    target_tokenizer,
+    texts: Sequence[str],
+    semantic: bool = True,
+    encoder_path=None,
+) -> dict:
+    """BLEU-1 and (optionally) semantic similarity of `alignment` on `texts` (held-out text)."""
+    from .metrics import bleu1, semantic_similarity, source_to_target_map
+
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        return {}
+    source_ids = source_tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    target_ids = target_tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    mapping = source_to_target_map(alignment, len(source_tokenizer))
+    metrics = {"bleu1": bleu1(mapping, source_ids, target_ids), "eval_segments": len(texts)}
+    if semantic:
+        decoded = target_tokenizer.batch_decode([mapping[np.asarray(ids, dtype=np.int64)].tolist() for ids in source_ids])
+        metrics["semantic_similarity"] = semantic_similarity(texts, decoded, encoder_path=encoder_path)
+    return metrics
+
+
+# ---------------------------------------------------------------------------------------------- main entry
+def align_tokenizers(
+    source_tokenizer,
+    target_tokenizer,
+    corpus=None,
+    config: Optional[AlignmentConfig] = None,
+    progress: bool = True,
+    encoder_path=None,
+) -> TokenAlignment:
+    """Learn which source token each target token inherits its parameters from.
+
+    Args:
+        source_tokenizer / target_tokenizer: tokenizer objects, tokswap asset names (`"smollm2"`,
+            `"qwen2.5"`, ...), local folders or tokenizer.json files.
+        corpus: a `datasets.Dataset`/`DatasetDict` with a "text" column, a list of strings, a path
+            (.jsonl, .txt, dataset folder), or None for `tokswap.corpus.build_corpus()`. Without a
+            test split, `eval_documents` documents are held out for evaluation.
+        config (`AlignmentConfig`, optional): settings.
+        progress (`bool`): progress bars.
+        encoder_path: sentence encoder for the semantic similarity (default all-MiniLM-L6-v2).
+
+    Returns:
+        `TokenAlignment` with full provenance in `config`.
+
+    Raises:
+        AlignmentError (and subclasses `CorpusTooSmallError`, `NoOverlapError`): bad input.
+    """
+    from . import __version__
+
+    config = config or AlignmentConfig()
+    timings = {}
+    started = time.perf_counter()
+    source_tokenizer = _load_tokenizer(source_tokenizer)
+    target_tokenizer = _load_tokenizer(target_tokenizer)
+    for side, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer)):
+        token_bytes(tokenizer)  # fails early and clearly when tokens cannot be decoded to bytes
+    fingerprints = {"source": tokenizer_fingerprint(source_tokenizer), "target": tokenizer_fingerprint(target_tokenizer)}
+    train, held_texts, corpus_info = _prepare_corpus(corpus, config)
+    timings["corpus"] = time.perf_counter() - started
+
+    vectors = {}
+    for side, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer)):
+        t0 = time.perf_counter()
+        ids, offsets = _tokenize(train, tokenizer, fingerprints[side], corpus_info["sha256"], config, progress)
+        if len(ids) < config.min_corpus_tokens:
+            raise CorpusTooSmallError(
+                f"The corpus has {len(ids)} {side} tokens ({corpus_info['num_bytes']} bytes of text); at least "
+                f"{config.min_corpus_tokens} tokens are needed to learn co-occurrence vectors (a few hundred KB of "
+                "text; the paper uses 1B tokens, a few MB already gives a useful alignment)."
+            )
+        corpus_info[f"{side}_tokens"] = int(len(ids))
+        timings[f"tokenize_{side}"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        cooc_key = _key("cooc", fingerprints[side]["vocab_hash"], corpus_info["sha256"], config.window, config.min_count)
+        cooc = _cooccurrences(ids, offsets, len(tokenizer), cooc_key, config, progress)
+        timings[f"cooccurrence_{side}"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        glove_key = _key("glove", cooc_key, config.dim, config.iterations, config.x_max, config.alpha,
+                         config.learning_rate, config.glove_seed)
+        vectors[side] = _glove(cooc, glove_key, config, progress)
+        timings[f"glove_{side}"] = time.perf_counter() - t0
+        del cooc
+
+    t0 = time.perf_counter()
+    alignment = build_alignment(
+        source_tokenizer, target_tokenizer, vectors["source"][0], vectors["source"][1], vectors["target"][0],
+        vectors["target"][1], config=config, progress=progress,
+    )
+    timings["match"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    segments = _segments(held_texts, config.eval_segments, config.eval_segment_chars)
+    metrics = evaluate_alignment(
+        alignment, source_tokenizer, target_tokenizer, segments, semantic=config.semantic_similarity,
+        encoder_path=encoder_path,
+    )
+    diagnostics = alignment.config.pop("diagnostics")
+    metrics.update({k: v for k, v in diagnostics.items() if k != "special_tokens"})
+    if config.evaluate_baselines:
+        metrics["baselines"] = evaluate_baselines(
+            source_tokenizer, target_tokenizer, segments, semantic=config.semantic_similarity,
+            encoder_path=encoder_path, seed=config.seed,
+        )
+    timings["evaluate"] = time.perf_counter() - t0
+    timings["total"] = time.perf_counter() - started
+    alignment.config.update({
+        "source_tokenizer": fingerprints["source"],
+        "target_tokenizer": fingerprints["target"],
+        "corpus": corpus_info,
+        "hyperparameters": asdict(config),
+        "special_tokens": diagnostics["special_tokens"],
+        "metrics": metrics,
+        "timings_seconds": {k: round(v, 2) for k, v in timings.items()},
+        "tokswap_version": __version__,
+    })
+    return alignment
+
+
+def evaluate_baselines(source_tokenizer, target_tokenizer, texts, semantic=True, encoder_path=None, seed=0) -> dict:
+    """BLEU-1 (and semantic similarity) of the three reference alignments on `texts`."""
+    from .metrics import BASELINES, baseline_alignment
+
+    identical = identical_token_pairs(source_tokenizer, target_tokenizer)
+    out = {}
+    for kind in BASELINES:
+        baseline = baseline_alignment(kind, source_tokenizer, target_tokenizer, seed=seed, identical=identical)
+        out[kind] = evaluate_alignment(baseline, source_tokenizer, target_tokenizer, texts, semantic, encoder_path)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def summary_table(alignment: TokenAlignment) -> str:
+    """A plain-text summary of an alignment's coverage and quality."""
+    metrics = alignment.config.get("metrics", {})
+    rows = [
+        ("source", alignment.source_fingerprint.get("name_or_path", "?")),
+        ("target", alignment.target_fingerprint.get("name_or_path", "?")),
+        ("target rows", alignment.num_target_rows),
+    ]
+    rows += [(f"rows: {name}", count) for name, count in alignment.counts_by_row_source().items() if count]
+    for key in ("identical_raw_string", "identical_byte_level", "bleu1", "semantic_similarity",
+                "self_check_precision_at_1", "self_check_precision_at_10", "max_in_degree",
+                "max_in_degree_without_hubness_correction"):
+        if key in metrics:
+            value = metrics[key]
+            rows.append((key.replace("_", " "), f"{value:.4f}" if isinstance(value, float) else value))
+    for kind, values in (metrics.get("baselines") or {}).items():
+        rows.append((f"baseline {kind} bleu1", f"{values.get('bleu1', float('nan')):.4f}"))
+    width = max(len(str(name)) for name, _ in rows)
+    return "\n".join(f"{str(name):<{width}}  {value}" for name, value in rows)
+
+
+def _cli_align(args) -> int:
+    config_kwargs = {}
+    for item in fields(AlignmentConfig):
+        value = getattr(args, item.name, None)
+        if value is not None:
+            config_kwargs[item.name] = value
+    config = AlignmentConfig(**config_kwargs)
+    corpus = None if args.corpus in (None, "default") else args.corpus
+    alignment = align_tokenizers(args.source_tokenizer, args.target_tokenizer, corpus=corpus, config=config,
+                                 progress=not args.quiet)
+    alignment.save_pretrained(args.output)
+    print(summary_table(alignment))
+    print(f"saved to {args.output}")
+    return 0
+
+
+def register_cli(subparsers) -> None:
+    """Add `tokswap align SRC TGT --output DIR` to the tokswap command line."""
+    parser = subparsers.add_parser(
+        "align",
+        help="learn a token alignment between two tokenizers (TokAlign)",
+        description="Learn which source token each target token inherits its parameters from: tokenize a corpus "
+        "with both tokenizers, train GloVe vectors per vocabulary, pair identical tokens by bytes and match the rest.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("source_tokenizer", help="source tokenizer: asset name (smollm2, gpt-neox...), folder or Hub id")
+    parser.add_argument("target_tokenizer", help="target tokenizer: asset name (qwen2.5, gemma3...), folder or Hub id")
+    parser.add_argument("--corpus", default="default",
+                        help="'default' (tokswap's mixed corpus), a .jsonl/.txt file or a dataset folder")
+    parser.add_argument("--output", required=True, help="folder for alignment.safetensors + alignment_config.json")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    defaults = AlignmentConfig()
+    for item in fields(AlignmentConfig):
+        if item.name in ("cache",):
+            continue
+        flag = "--" + item.name.replace("_", "-")
+        default = getattr(defaults, item.name)
+        help_text = item.metadata.get("help", "")
+        if isinstance(default, bool):
+            parser.add_argument(flag, dest=item.name, default=None, action=argparse.BooleanOptionalAction,
+                                help=f"{help_text} (default: {default})")
+        else:
+            kind = type(default) if default is not None else (int if item.name in ("num_proc", "search_dim") else str)
+            parser.add_argument(flag, dest=item.name, type=kind, default=None, help=f"{help_text} (default: {default})")
+    parser.add_argument("--no-cache", dest="cache", action="store_false", default=None, help="recompute every stage")
+    parser.set_defaults(func=_cli_align)

@@ -1,0 +1,460 @@
+"""`TokenizerSwapper`: load a causal LM, give it a new tokenizer, then train, save or push it.
+
+```python
+from tokswap import TokenizerSwapper
+
+swapper = TokenizerSwapper.from_pretrained("HuggingFaceTB/SmolLM2-135M", "Qwen/Qwen2.5-0.5B")
+swapper.save_pretrained("smollm2-qwen")          # a plain transformers model folder
+swapper.train(dataset)                            # TokAlign's two-stage recipe (tokswap.training)
+```
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from .alignment import RowSource, TokenAlignment, tokenizer_fingerprint
+from .errors import TokswapError
+from .init_methods import INIT_METHODS, get_init_method
+from .surgery import swap_vocabulary
+from .utils import atomic_output_dir, get_logger
+
+logger = get_logger(__name__)
+
+TOKSWAP_CONFIG_NAME = "tokswap_config.json"
+ALIGNMENT_SUBFOLDER = "alignment"
+
+
+class SwapperError(TokswapError):
+    """Raised when a swap cannot be set up (missing tokenizer, alignment or saved folder)."""
+
+
+# --------------------------------------------------------------------------- loading helpers
+def _assets_module():
+    try:
+        from . import assets
+    except ImportError:
+        return None
+    return assets
+
+
+def load_tokenizer(name_or_path, **kwargs):
+    """A tokenizer from a tokswap asset name, a local folder, or a Hub id (model ids give their tokenizer).
+
+    Tokenizer objects are passed through.
+    """
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        return name_or_path
+    name = str(name_or_path)
+    assets = _assets_module()
+    if assets is not None and hasattr(assets, "load_tokenizer") and not Path(name).exists():
+        try:
+            return assets.load_tokenizer(name)
+        except (KeyError, LookupError, TokswapError) as err:
+            logger.debug("'%s' is not a tokswap asset (%s); loading it with AutoTokenizer.", name, err)
+    from transformers import AutoTokenizer
+
+    allowed = {k: v for k, v in kwargs.items() if k in ("revision", "token", "trust_remote_code", "cache_dir")}
+    return AutoTokenizer.from_pretrained(name, **allowed)
+
+
+def _resolve_model_location(name: str) -> tuple[str, dict]:
+    """(path or Hub id, extra from_pretrained kwargs) for a model name, going through tokswap assets."""
+    if Path(name).exists():
+        location = Path(name)
+    else:
+        assets = _assets_module()
+        location = None
+        if assets is not None and hasattr(assets, "model_path"):
+            try:
+                location = Path(assets.model_path(name))
+            except (KeyError, LookupError, TokswapError) as err:
+                logger.debug("'%s' is not a tokswap model asset (%s).", name, err)
+        if location is None:
+            return name, {}
+    if location.is_file() and location.suffix == ".gguf":
+        return str(location.parent), {"gguf_file": location.name}
+    if location.is_dir() and not (location / "config.json").is_file():
+        ggufs = sorted(location.glob("*.gguf"))
+        if ggufs:
+            return str(location), {"gguf_file": ggufs[0].name}
+    return str(location), {}
+
+
+def load_causal_lm(name_or_path, **model_kwargs):
+    """`AutoModelForCausalLM.from_pretrained` for a Hub id, folder, GGUF file or tokswap asset name."""
+    from transformers import AutoModelForCausalLM
+
+    location, extra = _resolve_model_location(str(name_or_path))
+    kwargs = {**extra, **model_kwargs}
+    kwargs.setdefault("trust_remote_code", False)
+    return AutoModelForCausalLM.from_pretrained(location, **kwargs), location, extra
+
+
+def identity_alignment(tokenizer) -> TokenAlignment:
+    """The alignment of a tokenizer to itself: every id maps to itself."""
+    n = len(tokenizer)
+    fingerprint = tokenizer_fingerprint(tokenizer)
+    return TokenAlignment(
+        target_to_source=np.arange(n, dtype=np.int64),
+        scores=np.ones(n, dtype=np.float32),
+        row_sources=np.full(n, RowSource.IDENTICAL, dtype=np.int8),
+        config={"source_tokenizer": fingerprint, "target_tokenizer": fingerprint, "method": "identity"},
+    )
+
+
+def resolve_alignment(
+    alignment, source_tokenizer, target_tokenizer, corpus=None, alignment_config=None, **hub_kwargs
+) -> tuple[TokenAlignment, dict]:
+    """The alignment to use for a tokenizer pair, and a record of where it came from.
+
+    Order: the one given (`TokenAlignment`, folder, or Hub id), else identity when both tokenizers
+    are the same, else a prebuilt alignment for exactly this pair from the Hub
+    (`tokswap.hub.find_prebuilt_alignment`), else computed with `tokswap.aligner.align_tokenizers`.
+    """
+    if isinstance(alignment, TokenAlignment):
+        return alignment, {"origin": "given"}
+    if alignment is not None:
+        loaded = TokenAlignment.from_pretrained(alignment, **hub_kwargs)
+        return loaded, {"origin": "loaded", "location": str(alignment)}
+    source_fp, target_fp = tokenizer_fingerprint(source_tokenizer), tokenizer_fingerprint(target_tokenizer)
+    if source_fp["vocab_hash"] == target_fp["vocab_hash"]:
+        logger.info("Source and target tokenizers are identical: using the identity alignment.")
+        return identity_alignment(target_tokenizer), {"origin": "identity"}
+    try:
+        from .hub import find_prebuilt_alignment
+    except ImportError as err:
+        logger.debug("No Hub lookup of prebuilt alignments available (%s).", err)
+    else:
+        found = find_prebuilt_alignment(source_tokenizer, target_tokenizer)
+        if found is not None:
+            return found, {"origin": "prebuilt", **found.config.get("hub", {})}
+    try:
+        from .aligner import align_tokenizers
+    except ImportError as err:
+        raise SwapperError(
+            "No alignment was given and none is prebuilt for this tokenizer pair, and the alignment engine "
+            f"is not available ({err}). Pass `alignment=` (a folder or Hub id made with `tokswap align`)."
+        ) from err
+    logger.info(
+        "Computing the TokAlign alignment %s -> %s: both tokenizers tokenize %s, GloVe vectors are trained "
+        "for each vocabulary and matched. This takes minutes to an hour on a CPU; save it with "
+        "`swapper.alignment.save_pretrained(...)` (or `tokswap align`) to reuse it.",
+        source_fp["name_or_path"] or "source",
+        target_fp["name_or_path"] or "target",
+        "the corpus given" if corpus is not None else "tokswap's default corpus",
+    )
+    computed = align_tokenizers(source_tokenizer, target_tokenizer, corpus=corpus, config=alignment_config)
+    return computed, {"origin": "computed"}
+
+
+# --------------------------------------------------------------------------- the swapper
+class TokenizerSwapper:
+    """A causal LM that has been given a new tokenizer, with what it needs to train, save and push.
+
+    Build one with [`~TokenizerSwapper.from_pretrained`] (swap) or [`~TokenizerSwapper.load`] (reload a
+    folder written by [`~TokenizerSwapper.save_pretrained`]).
+
+    Attributes:
+        model (`PreTrainedModel`): the adapted model (its vocabulary is the target tokenizer's, padded).
+        tokenizer: the target tokenizer.
+        alignment (`TokenAlignment`): target id -> source id used for the swap.
+        source_model_id (`str`): what the source model was loaded from.
+        source_tokenizer: the source model's tokenizer (`None` after `load`).
+        init_method (`str`): name of the init method.
+        swap_record (`dict`): how the model was made; saved as `tokswap_config.json`.
+    """
+
+    def __init__(self, model, tokenizer, alignment=None, source_model_id=None, source_tokenizer=None,
+                 init_method: str = "tokalign", swap_record: Optional[dict] = None):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.alignment = alignment
+        self.source_model_id = source_model_id
+        self.source_tokenizer = source_tokenizer
+        self.init_method = init_method
+        self.swap_record = swap_record or {}
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_pretrained(
+        cls,
+        source_model,
+        target_tokenizer=None,
+        alignment: Union[None, str, os.PathLike, TokenAlignment] = None,
+        init_method: str = "tokalign",
+        corpus=None,
+        alignment_config=None,
+        pad_to_multiple_of: Optional[int] = 64,
+        source_tokenizer=None,
+        seed: int = 0,
+        **model_kwargs,
+    ) -> "TokenizerSwapper":
+        """Load `source_model` and give it `target_tokenizer`'s vocabulary.
+
+        Args:
+            source_model (`str`, `os.PathLike` or `PreTrainedModel`):
+                Hub id, local folder, GGUF file or tokswap asset name of a causal LM (or a loaded
+                model). A folder written by `save_pretrained` with no `target_tokenizer` is reloaded.
+            target_tokenizer (`str` or tokenizer):
+                Hub id or folder of a tokenizer, or of a *model* (its tokenizer is used), a tokswap
+                asset name, or a tokenizer object.
+            alignment (`TokenAlignment`, `str` or `os.PathLike`, *optional*):
+                The alignment to use (object, folder, or Hub id). Without it: identity when the
+                tokenizers are equal, else a prebuilt one from the Hub, else computed on `corpus`.
+            init_method (`str`, defaults to `"tokalign"`):
+                One of `tokswap.init_methods.INIT_METHODS`.
+            corpus (*optional*):
+                Text the alignment is computed on when it has to be (see `tokswap.aligner`).
+            alignment_config (*optional*):
+                Settings for computing the alignment (`tokswap.aligner`).
+            pad_to_multiple_of (`int`, *optional*, defaults to 64):
+                Pad the new vocabulary to a multiple of this.
+            source_tokenizer (*optional*):
+                The source model's tokenizer, when it cannot be loaded from `source_model`.
+            seed (`int`, defaults to 0): seed of the random init methods.
+            model_kwargs:
+                Passed to `AutoModelForCausalLM.from_pretrained` (`dtype`, `device_map`, `revision`,
+                `token`, `attn_implementation`, `trust_remote_code`, ...).
+
+        Returns:
+            `TokenizerSwapper`.
+        """
+        if target_tokenizer is None:
+            if isinstance(source_model, (str, os.PathLike)) and (Path(source_model) / TOKSWAP_CONFIG_NAME).is_file():
+                return cls.load(source_model, **model_kwargs)
+            raise SwapperError(
+                "No target tokenizer given. Pass the tokenizer (or model) whose vocabulary the model should "
+                "use, e.g. TokenizerSwapper.from_pretrained('HuggingFaceTB/SmolLM2-135M', 'Qwen/Qwen2.5-0.5B')."
+            )
+        get_init_method(init_method)  # fail before loading anything big
+
+        target_tokenizer_id = target_tokenizer if isinstance(target_tokenizer, (str, os.PathLike)) else None
+        tokenizer_kwargs = {k: v for k, v in model_kwargs.items() if k in ("token", "trust_remote_code")}
+        target_tokenizer = load_tokenizer(target_tokenizer, **tokenizer_kwargs)
+
+        if isinstance(source_model, (str, os.PathLike)):
+            source_model_id = str(source_model)
+            model, location, _ = load_causal_lm(source_model, **model_kwargs)
+            if source_tokenizer is None:
+                source_tokenizer = _load_source_tokenizer(source_model_id, location, model_kwargs)
+        else:
+            model = source_model
+            source_model_id = getattr(model, "name_or_path", None) or getattr(model.config, "_name_or_path", "")
+            if source_tokenizer is None and source_model_id:
+                source_tokenizer = _load_source_tokenizer(source_model_id, source_model_id, model_kwargs)
+        if source_tokenizer is None:
+            raise SwapperError("Could not find the source model's tokenizer: pass `source_tokenizer=`.")
+        source_tokenizer = load_tokenizer(source_tokenizer, **tokenizer_kwargs)
+
+        hub_kwargs = {k: v for k, v in model_kwargs.items() if k == "token"}
+        resolved, origin = resolve_alignment(
+            alignment, source_tokenizer, target_tokenizer, corpus=corpus, alignment_config=alignment_config, **hub_kwargs
+        )
+        num_source_rows = model.get_input_embeddings().weight.shape[0]
+        architecture = type(model).__name__
+        num_parameters = sum(p.numel() for p in model.parameters())
+        swap_vocabulary(
+            model,
+            resolved,
+            target_tokenizer,
+            init_method=init_method,
+            pad_to_multiple_of=pad_to_multiple_of,
+            source_tokenizer=source_tokenizer,
+            seed=seed,
+        )
+        method = get_init_method(init_method)
+        from . import __version__
+
+        record = {
+            "tokswap_version": __version__,
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "source_model": source_model_id,
+            "architecture": architecture,
+            "num_parameters_before": int(num_parameters),
+            "num_parameters": int(sum(p.numel() for p in model.parameters())),
+            "source_tokenizer": tokenizer_fingerprint(source_tokenizer),
+            "target_tokenizer": tokenizer_fingerprint(target_tokenizer),
+            "target_tokenizer_id": str(target_tokenizer_id) if target_tokenizer_id is not None else None,
+            "source_vocab_size": int(num_source_rows),
+            "target_vocab_size": int(len(target_tokenizer)),
+            "padded_vocab_size": int(model.config.vocab_size),
+            "pad_to_multiple_of": pad_to_multiple_of,
+            "init_method": method.name,
+            "init_method_paper": method.paper,
+            "seed": seed,
+            "alignment": {**origin, "row_source_counts": resolved.counts_by_row_source(),
+                          "metrics": resolved.config.get("metrics", {})},
+            "tied_embeddings": bool(model.get_input_embeddings().weight is model.get_output_embeddings().weight),
+            "training": [],
+        }
+        return cls(model, target_tokenizer, resolved, source_model_id, source_tokenizer, method.name, record)
+
+    @classmethod
+    def load(cls, directory: Union[str, os.PathLike], **model_kwargs) -> "TokenizerSwapper":
+        """Reload a folder written by `save_pretrained` (model, tokenizer, alignment, record)."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        directory = Path(directory)
+        record_file = directory / TOKSWAP_CONFIG_NAME
+        if not record_file.is_file():
+            raise SwapperError(
+                f"{directory} has no {TOKSWAP_CONFIG_NAME}: it was not written by TokenizerSwapper.save_pretrained. "
+                "To swap a model's tokenizer, pass a target tokenizer too."
+            )
+        record = json.loads(record_file.read_text(encoding="utf-8"))
+        model_kwargs.setdefault("trust_remote_code", False)
+        model = AutoModelForCausalLM.from_pretrained(str(directory), **model_kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(str(directory))
+        alignment = None
+        if (directory / ALIGNMENT_SUBFOLDER).is_dir():
+            alignment = TokenAlignment.from_pretrained(directory / ALIGNMENT_SUBFOLDER)
+        return cls(model, tokenizer, alignment, record.get("source_model"), None,
+                   record.get("init_method", "tokalign"), record)
+
+    # ------------------------------------------------------------------ persistence
+    def save_pretrained(self, save_directory: Union[str, os.PathLike], **save_kwargs) -> Path:
+        """Write a plain model + tokenizer folder, `alignment/` and `tokswap_config.json`, atomically.
+
+        The folder loads with `AutoModelForCausalLM` / `AutoTokenizer` alone; tokswap is not needed.
+        `save_kwargs` go to `model.save_pretrained` (e.g. `max_shard_size`).
+        """
+        save_directory = Path(save_directory)
+        with atomic_output_dir(save_directory) as tmp:
+            self.model.save_pretrained(str(tmp), **save_kwargs)
+            self.tokenizer.save_pretrained(str(tmp))
+            if self.alignment is not None:
+                self.alignment.save_pretrained(tmp / ALIGNMENT_SUBFOLDER)
+            with open(tmp / TOKSWAP_CONFIG_NAME, "w", encoding="utf-8") as handle:
+                json.dump(self.swap_record, handle, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+                handle.write("\n")
+        logger.info("Saved the swapped model to %s.", save_directory)
+        return save_directory
+
+    # ------------------------------------------------------------------ what comes next
+    def train(self, dataset, config=None, **kwargs):
+        """Train the swapped model back to health (`tokswap.training.adapt_vocabulary`); returns its result."""
+        from .training import adapt_vocabulary
+
+        result = adapt_vocabulary(self.model, self.tokenizer, dataset, config, **kwargs)
+        self.model = getattr(result, "model", None) or self.model
+        self.swap_record.setdefault("training", []).append(_describe_run("adapt_vocabulary", config))
+        return result
+
+    def distill(self, dataset, teacher, config=None, **kwargs):
+        """Distill from a teacher sharing the new tokenizer (`tokswap.distillation.distill`); returns its result."""
+        from .distillation import distill
+
+        result = distill(self.model, self.tokenizer, teacher, dataset, config, **kwargs)
+        self.model = getattr(result, "model", None) or self.model
+        self.swap_record.setdefault("training", []).append(_describe_run("distill", config, teacher=teacher))
+        return result
+
+    def push_to_hub(self, repo_id: str, **kwargs):
+        """Upload the model, tokenizer, alignment and a model card (`tokswap.hub.push_swapped_model`)."""
+        from .hub import push_swapped_model
+
+        return push_swapped_model(self, repo_id, **kwargs)
+
+    def __repr__(self) -> str:
+        return (
+            f"TokenizerSwapper(source_model={self.source_model_id!r}, "
+            f"tokenizer={getattr(self.tokenizer, 'name_or_path', '?')!r}, init_method={self.init_method!r}, "
+            f"vocab_size={getattr(self.model.config, 'vocab_size', '?')})"
+        )
+
+
+def _load_source_tokenizer(source_model_id: str, location: str, model_kwargs: dict):
+    kwargs = {k: v for k, v in model_kwargs.items() if k in ("revision", "token", "trust_remote_code", "gguf_file")}
+    assets = _assets_module()
+    if assets is not None and hasattr(assets, "load_tokenizer") and not Path(source_model_id).exists():
+        try:
+            return assets.load_tokenizer(source_model_id)
+        except (KeyError, LookupError, TokswapError):
+            pass
+    from transformers import AutoTokenizer
+
+    _, extra = _resolve_model_location(str(location))
+    kwargs.update(extra)
+    try:
+        return AutoTokenizer.from_pretrained(location, **kwargs)
+    except (OSError, ValueError) as err:
+        raise SwapperError(
+            f"Could not load the tokenizer of the source model '{source_model_id}' ({err}); pass `source_tokenizer=`."
+        ) from err
+
+
+def _describe_run(kind: str, config, **extra) -> dict:
+    description: dict[str, Any] = {"kind": kind}
+    if config is not None:
+        try:
+            from dataclasses import asdict, is_dataclass
+
+            description["config"] = asdict(config) if is_dataclass(config) else dict(config)
+        except (TypeError, ValueError):
+            description["config"] = repr(config)
+    for key, value in extra.items():
+        description[key] = value if isinstance(value, (str, int, float)) else getattr(value, "name_or_path", repr(value))
+    return description
+
+
+# --------------------------------------------------------------------------- CLI
+def register_cli(subparsers) -> None:
+    """`tokswap swap SRC TGT --output DIR [--alignment ...] [--init-method ...]`."""
+    parser = subparsers.add_parser(
+        "swap",
+        help="give a causal LM a new tokenizer (embedding surgery) and save it",
+        description="Load SRC (a causal LM), give it the vocabulary of TGT (a tokenizer or model), initialize the "
+        "new embedding rows from the alignment, and save a plain transformers model folder.",
+    )
+    parser.add_argument("source", metavar="SRC", help="source model: Hub id, folder, GGUF file or tokswap asset name")
+    parser.add_argument("target", metavar="TGT", help="target tokenizer: Hub id or folder of a tokenizer or model")
+    parser.add_argument("--output", "-o", required=True, help="folder to write the swapped model to")
+    parser.add_argument("--alignment", help="alignment folder or Hub id (default: prebuilt for the pair, else computed)")
+    parser.add_argument("--init-method", default="tokalign", choices=sorted(INIT_METHODS),
+                        help="how new rows are initialized (default: tokalign)")
+    parser.add_argument("--pad-to-multiple-of", type=int, default=64, help="pad the vocabulary to a multiple (default 64)")
+    parser.add_argument("--corpus", help="text file or folder to compute the alignment on, when it must be computed")
+    parser.add_argument("--dtype", default=None, help="model dtype, e.g. float32, bfloat16 (default: the checkpoint's)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random init methods")
+    parser.add_argument("--revision", default=None, help="source model revision")
+    parser.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the Hub")
+    parser.set_defaults(func=_cli_swap)
+
+
+def _cli_swap(args) -> int:
+    model_kwargs: dict[str, Any] = {}
+    if args.dtype:
+        import torch
+
+        if not hasattr(torch, args.dtype) or not isinstance(getattr(torch, args.dtype), torch.dtype):
+            raise SwapperError(f"Unknown --dtype {args.dtype!r}; use e.g. float32, bfloat16, float16.")
+        model_kwargs["dtype"] = getattr(torch, args.dtype)
+    if args.revision:
+        model_kwargs["revision"] = args.revision
+    if args.trust_remote_code:
+        model_kwargs["trust_remote_code"] = True
+    swapper = TokenizerSwapper.from_pretrained(
+        args.source,
+        args.target,
+        alignment=args.alignment,
+        init_method=args.init_method,
+        corpus=args.corpus,
+        pad_to_multiple_of=args.pad_to_multiple_of,
+        seed=args.seed,
+        **model_kwargs,
+    )
+    swapper.save_pretrained(args.output)
+    counts = swapper.swap_record["alignment"]["row_source_counts"]
+    print(
+        f"Saved {swapper.swap_record['architecture']} with the vocabulary of {args.target} "
+        f"({swapper.swap_record['target_vocab_size']} tokens, padded to {swapper.swap_record['padded_vocab_size']}; "
+        f"init '{swapper.init_method}'; rows: {counts}) to {args.output}"
+    )
+    return 0

@@ -1,0 +1,797 @@
+"""Two-stage vocabulary adaptation on TRL's `SFTTrainer` (TokAlign's progressive tuning).
+
+After a tokenizer swap the body of the model is intact but its input and output embeddings speak a
+new vocabulary. TokAlign trains the model back in two stages:
+
+1. only the input embeddings and the output head (learning rate 6.4e-4), everything else frozen;
+2. the whole model (learning rate 5e-5), or LoRA adapters on the body with the embeddings fully
+   trainable.
+
+Both stages are plain `trl.SFTTrainer` runs configured by [`VocabAdaptationConfig`], so checkpoints,
+resuming, logging integrations (`report_to`) and `accelerate launch` work as in any TRL script.
+
+Example:
+
+```python
+from tokswap.training import VocabAdaptationConfig, adapt_vocabulary
+
+config = VocabAdaptationConfig(output_dir="smollm2-qwen-trained", stage1_max_steps=500, stage2_max_steps=2000)
+result = adapt_vocabulary(model, tokenizer, train_dataset, config)
+result.model.generate(...)
+```
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.util
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import torch
+
+from .errors import TokswapError
+from .utils import get_logger
+
+logger = get_logger(__name__)
+
+STAGE2_MODES = ("full", "lora", "none")
+
+
+class TrainingError(TokswapError):
+    """A training run cannot start as configured (the message says what to change)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Hardware choices
+# --------------------------------------------------------------------------------------------------
+
+
+def pick_attn_implementation() -> str:
+    """Choose the attention kernel: `"flash_attention_2"` when `flash_attn` is installed and a CUDA GPU
+    is visible, else `"sdpa"` (PyTorch's fused attention, which works everywhere).
+
+    Returns:
+        `str`: a value for `from_pretrained(..., attn_implementation=...)`.
+    """
+    if torch.cuda.is_available() and importlib.util.find_spec("flash_attn") is not None:
+        return "flash_attention_2"
+    return "sdpa"
+
+
+def bf16_supported() -> bool:
+    """Whether bf16 mixed precision can be used: only on a CUDA device that supports it.
+
+    TRL's own default (`bf16=True`) raises on a CPU, so tokswap decides instead of inheriting it.
+    """
+    return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+
+
+def _world_size() -> int:
+    try:
+        from accelerate import PartialState
+
+        return max(1, int(PartialState().num_processes))
+    except Exception:  # accelerate not initialised in an odd environment: fall back to the launcher's env
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+
+
+# --------------------------------------------------------------------------------------------------
+# Config
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class VocabAdaptationConfig:
+    r"""
+    Recipe for training a model back to health after a tokenizer swap, defaulting to the TokAlign paper.
+
+    Each stage is one `SFTTrainer` run whose `SFTConfig` is built from these fields (plus `sft_kwargs`, which
+    override anything). Budgets: give each stage a number of optimizer steps (`stage1_max_steps`) or of
+    training tokens (`stage1_tokens`, converted to steps with `per_device_train_batch_size *
+    gradient_accumulation_steps * max_length * world_size` tokens per step, as packed sequences are full);
+    with neither, a stage runs one epoch. A budget of 0 skips the stage.
+
+    Parameters:
+        output_dir (`str`): Where the stage checkpoints go (`<output_dir>/stage1`, `<output_dir>/stage2`) and
+            where the final model and tokenizer are saved.
+        stage1_learning_rate (`float`, defaults to `6.4e-4`): Peak learning rate of stage 1 (embeddings only).
+        stage2_learning_rate (`float`, defaults to `5e-5`): Peak learning rate of stage 2 (whole model or LoRA).
+        stage2 (`str`, defaults to `"full"`): `"full"` trains every parameter, `"lora"` trains LoRA adapters on
+            the body plus the full embeddings, `"none"` skips stage 2.
+    """
+
+    output_dir: str = field(
+        default="tokswap-adapted",
+        metadata={"help": "Where stage checkpoints (<output_dir>/stage1, /stage2) and the final model are written."},
+    )
+    # Budgets
+    stage1_max_steps: Optional[int] = field(
+        default=None,
+        metadata={"help": "Optimizer steps of stage 1 (embeddings only). 0 skips the stage. Overrides stage1_tokens."},
+    )
+    stage2_max_steps: Optional[int] = field(
+        default=None,
+        metadata={"help": "Optimizer steps of stage 2 (whole model or LoRA). 0 skips the stage. Overrides stage2_tokens."},
+    )
+    stage1_tokens: Optional[int] = field(
+        default=None,
+        metadata={"help": "Training tokens of stage 1, converted to optimizer steps."},
+    )
+    stage2_tokens: Optional[int] = field(
+        default=None,
+        metadata={"help": "Training tokens of stage 2, converted to optimizer steps."},
+    )
+    # Optimization (the paper's recipe)
+    stage1_learning_rate: float = field(
+        default=6.4e-4, metadata={"help": "Peak learning rate of stage 1 (input embeddings and output head)."}
+    )
+    stage2_learning_rate: float = field(default=5e-5, metadata={"help": "Peak learning rate of stage 2."})
+    optim: str = field(default="adamw_torch", metadata={"help": "Optimizer name understood by transformers (AdamW)."})
+    lr_scheduler_type: str = field(default="cosine", metadata={"help": "Learning-rate schedule of each stage."})
+    warmup_ratio: float = field(default=0.03, metadata={"help": "Fraction of each stage's steps used for linear warmup."})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping norm."})
+    bf16: Optional[bool] = field(
+        default=None,
+        metadata={"help": "bf16 mixed precision. None chooses it when a CUDA GPU supports it (never on CPU)."},
+    )
+    # Data
+    packing: bool = field(default=True, metadata={"help": "Pack tokenized documents into full sequences."})
+    max_length: int = field(default=1024, metadata={"help": "Sequence length (the packed block size)."})
+    dataset_text_field: str = field(
+        default="text", metadata={"help": "Column holding raw text (ignored for pre-tokenized `input_ids` datasets)."}
+    )
+    per_device_train_batch_size: int = field(default=8, metadata={"help": "Sequences per device per micro-batch."})
+    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per optimizer step."})
+    activation_checkpointing: bool = field(
+        default=False, metadata={"help": "Recompute activations in backward to save memory (slower)."}
+    )
+    # Stage 2 variant
+    stage2: str = field(default="full", metadata={"help": "Stage 2: 'full', 'lora' or 'none'."})
+    lora_r: int = field(default=64, metadata={"help": "LoRA rank (stage2='lora')."})
+    lora_alpha: int = field(default=128, metadata={"help": "LoRA scaling alpha (stage2='lora')."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout (stage2='lora')."})
+    lora_target_modules: Optional[Union[list[str], str]] = field(
+        default=None,
+        metadata={"help": "Modules given LoRA adapters. None means every linear layer except the output head."},
+    )
+    merge_adapters: bool = field(
+        default=True, metadata={"help": "Merge the LoRA adapters into the weights at the end (stage2='lora')."}
+    )
+    # Checkpoints and logging
+    save_steps: int = field(default=500, metadata={"help": "Save a checkpoint every N optimizer steps (and at the end)."})
+    save_total_limit: Optional[int] = field(default=None, metadata={"help": "Keep at most N checkpoints per stage."})
+    save_final_model: bool = field(
+        default=True, metadata={"help": "Save the adapted model and tokenizer to `output_dir` at the end."}
+    )
+    resume_from_checkpoint: Optional[Union[str, bool]] = field(
+        default=None,
+        metadata={
+            "help": "True resumes from the newest checkpoint under output_dir; a path resumes from that checkpoint "
+            "(inside <output_dir>/stage1 or /stage2)."
+        },
+    )
+    report_to: Union[str, list[str]] = field(
+        default="none", metadata={"help": "Where logs go: 'none', 'tensorboard', 'wandb', 'trackio', 'all', ..."}
+    )
+    logging_steps: int = field(default=10, metadata={"help": "Log every N optimizer steps."})
+    seed: int = field(default=42, metadata={"help": "Random seed of both stages."})
+    sft_kwargs: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={"help": "Extra `SFTConfig` arguments applied to both stages (they override the fields above)."},
+    )
+
+    def __post_init__(self):
+        if self.stage2 not in STAGE2_MODES:
+            raise TrainingError(f"stage2={self.stage2!r} is not one of {STAGE2_MODES}.")
+        for name in ("stage1_max_steps", "stage2_max_steps", "stage1_tokens", "stage2_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise TrainingError(f"{name} must be >= 0 (0 skips the stage), got {value}.")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise TrainingError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}.")
+        if self.bf16 and not bf16_supported():
+            raise TrainingError(
+                "bf16=True needs a CUDA GPU with bf16 support; none is visible. Leave bf16 unset to choose automatically."
+            )
+
+    def tokens_per_step(self) -> int:
+        """Training tokens consumed by one optimizer step across all processes."""
+        return self.per_device_train_batch_size * self.gradient_accumulation_steps * self.max_length * _world_size()
+
+    def stage_max_steps(self, stage: int) -> Optional[int]:
+        """Optimizer steps of `stage` (1 or 2): an explicit step count, else the token budget in steps, else
+        None (one epoch)."""
+        steps = getattr(self, f"stage{stage}_max_steps")
+        if steps is not None:
+            return int(steps)
+        tokens = getattr(self, f"stage{stage}_tokens")
+        if tokens is not None:
+            return int(math.ceil(tokens / self.tokens_per_step()))
+        return None
+
+    def stage_output_dir(self, stage: int) -> str:
+        return os.path.join(self.output_dir, f"stage{stage}")
+
+    def to_sft_config(self, stage: int, **overrides):
+        """Build the `trl.SFTConfig` of one stage.
+
+        Args:
+            stage (`int`): 1 or 2.
+            **overrides: extra `SFTConfig` arguments (applied after `sft_kwargs`).
+
+        Returns:
+            `trl.SFTConfig`
+        """
+        from trl import SFTConfig
+
+        max_steps = self.stage_max_steps(stage)
+        kwargs = dict(
+            output_dir=self.stage_output_dir(stage),
+            learning_rate=self.stage1_learning_rate if stage == 1 else self.stage2_learning_rate,
+            max_steps=-1 if max_steps is None else max_steps,
+            num_train_epochs=1.0,
+            optim=self.optim,
+            lr_scheduler_type=self.lr_scheduler_type,
+            # transformers 5 reads a float in [0, 1) as a ratio of the total steps
+            warmup_steps=float(self.warmup_ratio),
+            weight_decay=self.weight_decay,
+            max_grad_norm=self.max_grad_norm,
+            bf16=bf16_supported() if self.bf16 is None else self.bf16,
+            packing=self.packing,
+            max_length=self.max_length,
+            dataset_text_field=self.dataset_text_field,
+            per_device_train_batch_size=self.per_device_train_batch_size,
+            gradient_accumulation_steps=self.gradient_accumulation_steps,
+            # Passed explicitly: TRL's default turns it on through a deprecated alias, which warns
+            activation_checkpointing=self.activation_checkpointing,
+            save_strategy="steps",
+            save_steps=self.save_steps,
+            save_total_limit=self.save_total_limit,
+            report_to=self.report_to,
+            logging_steps=self.logging_steps,
+            seed=self.seed,
+        )
+        kwargs.update(self.sft_kwargs)
+        kwargs.update(overrides)
+        return SFTConfig(**kwargs)
+
+
+@dataclass
+class AdaptationResult:
+    """What `adapt_vocabulary` returns.
+
+    Args:
+        model: the adapted model (a `PeftModel` only when stage 2 used LoRA with `merge_adapters=False`).
+        stage1_log_history / stage2_log_history (`list[dict]`): the `Trainer` log history of each stage
+            (empty for a skipped stage).
+        stage1_output_dir / stage2_output_dir (`str` or None): checkpoint folders of the stages that ran.
+        final_output_dir (`str` or None): where the final model and tokenizer were saved.
+        global_steps (`dict[int, int]`): the final global step of each stage that ran.
+    """
+
+    model: Any
+    stage1_log_history: list = field(default_factory=list)
+    stage2_log_history: list = field(default_factory=list)
+    stage1_output_dir: Optional[str] = None
+    stage2_output_dir: Optional[str] = None
+    final_output_dir: Optional[str] = None
+    global_steps: dict = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------------
+# Model helpers: embeddings by identity, special tokens, vocabulary size
+# --------------------------------------------------------------------------------------------------
+
+
+def embedding_parameters(model) -> list[torch.nn.Parameter]:
+    """The parameters of the input embeddings and the output head, found by module identity.
+
+    A tied weight is one parameter and is listed once. A bias of the output head is included.
+    """
+    modules = [model.get_input_embeddings(), model.get_output_embeddings()]
+    params, seen = [], set()
+    for module in modules:
+        if module is None:
+            continue
+        for param in module.parameters():
+            if id(param) not in seen:
+                seen.add(id(param))
+                params.append(param)
+    return params
+
+
+def embedding_module_names(model) -> list[str]:
+    """Qualified names of the input-embedding and output-head modules, found by identity (for PEFT's
+    `modules_to_save`). GPT-NeoX gives `["gpt_neox.embed_in", "lm_head"]`, Llama `["model.embed_tokens", "lm_head"]`.
+    """
+    wanted = [model.get_input_embeddings(), model.get_output_embeddings()]
+    by_id = {id(module): name for name, module in model.named_modules(remove_duplicate=False)}
+    names = []
+    for module in wanted:
+        if module is None:
+            continue
+        name = by_id.get(id(module))
+        if name is None:
+            raise TrainingError(f"Could not locate the embedding module {type(module).__name__} inside the model.")
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def embeddings_are_tied(model) -> bool:
+    """True when the input embeddings and the output head share one weight tensor."""
+    output = model.get_output_embeddings()
+    return output is not None and output.weight is model.get_input_embeddings().weight
+
+
+def freeze_all_but_embeddings(model) -> list[torch.nn.Parameter]:
+    """Stage 1: make only the input embeddings and output head trainable. Returns the trainable parameters."""
+    model.requires_grad_(False)
+    params = embedding_parameters(model)
+    for param in params:
+        param.requires_grad_(True)
+    return params
+
+
+def _special_id_list(value) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def align_special_token_ids(model, tokenizer) -> dict:
+    """Make the model's config and generation config use the tokenizer's bos/eos/pad ids.
+
+    `transformers.Trainer` and `SFTTrainer` rewrite these ids silently when they differ from the tokenizer's;
+    doing it here first, with the same rules, turns their rewrite into a no-op. A tokenizer without a pad token
+    gets its eos token as pad (what `SFTTrainer` would pick).
+
+    Returns:
+        `dict`: the ids that changed, `{name: (old, new)}`.
+    """
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    text_config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    generation_config = getattr(model, "generation_config", None)
+    changed = {}
+    for name in ("eos_token_id", "bos_token_id", "pad_token_id"):
+        token_id = getattr(tokenizer, name, None)
+        if token_id is None:
+            continue  # the tokenizer defines no such token: leave the model's value alone, as transformers does
+        config_ids = _special_id_list(getattr(text_config, name, None))
+        if token_id not in config_ids:
+            changed[f"config.{name}"] = (getattr(text_config, name, None), token_id)
+            setattr(text_config, name, token_id)
+        if generation_config is not None:
+            generation_ids = _special_id_list(getattr(generation_config, name, None))
+            if token_id not in generation_ids:
+                changed[f"generation_config.{name}"] = (getattr(generation_config, name, None), token_id)
+                if name == "eos_token_id" and generation_ids:
+                    # every listed eos id stops generation: keep the old ones
+                    setattr(generation_config, name, [token_id, *[i for i in generation_ids if i is not None]])
+                else:
+                    setattr(generation_config, name, token_id)
+    if changed:
+        logger.info("Aligned the model's special-token ids with the tokenizer: %s", changed)
+    return changed
+
+
+def vocabulary_shape(model) -> tuple:
+    """(config.vocab_size, input-embedding rows, output-head rows): what must not shrink during training."""
+    text_config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    output = model.get_output_embeddings()
+    return (
+        getattr(text_config, "vocab_size", None),
+        model.get_input_embeddings().weight.shape[0],
+        None if output is None else output.weight.shape[0],
+    )
+
+
+@contextlib.contextmanager
+def never_shrink_vocabulary(model):
+    """Within this block, `model.resize_token_embeddings(n)` never shrinks the (padded) vocabulary.
+
+    A swapped model's embedding matrix is usually padded past `len(tokenizer)` (to a multiple of 64 or to the
+    original size). Libraries that "fix" a mismatch call `resize_token_embeddings(len(tokenizer))`, which would
+    drop rows and change `config.vocab_size`; growth is still allowed. On exit the shape is checked.
+    """
+    before = vocabulary_shape(model)
+    original = model.__dict__.get("resize_token_embeddings")
+    bound = model.resize_token_embeddings
+
+    def guarded_resize(new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True, **kwargs):
+        current = model.get_input_embeddings().weight.shape[0]
+        if new_num_tokens is not None and new_num_tokens < current:
+            logger.info("Ignored a request to shrink the vocabulary from %d to %d rows.", current, new_num_tokens)
+            new_num_tokens = current
+            pad_to_multiple_of = None
+        return bound(new_num_tokens, pad_to_multiple_of=pad_to_multiple_of, mean_resizing=mean_resizing, **kwargs)
+
+    model.resize_token_embeddings = guarded_resize
+    try:
+        yield
+    finally:
+        if original is None:
+            model.__dict__.pop("resize_token_embeddings", None)
+        else:
+            model.resize_token_embeddings = original
+    after = vocabulary_shape(model)
+    if any(b is not None and a is not None and a < b for a, b in zip(after, before)):
+        raise TrainingError(f"The vocabulary shrank during training: {before} -> {after} (vocab_size, in rows, out rows).")
+
+
+@contextlib.contextmanager
+def _restore_forward(model):
+    """Undo the instance-level `forward` that `SFTTrainer` installs (its fused LM head) when the stage ends, so
+    the returned model behaves like a freshly loaded one and the next stage does not stack a second patch.
+    A `forward` that was there before (e.g. accelerate's device-map hooks) is put back."""
+    had_forward = "forward" in model.__dict__
+    previous = model.__dict__.get("forward")
+    try:
+        yield
+    finally:
+        if had_forward:
+            model.__dict__["forward"] = previous
+        else:
+            model.__dict__.pop("forward", None)
+
+
+def _check_dataset(dataset, text_field: str) -> None:
+    columns = getattr(dataset, "column_names", None)
+    if columns is None:  # IterableDataset without resolved features
+        return
+    if "input_ids" not in columns and text_field not in columns and not ({"prompt", "completion"} <= set(columns)):
+        raise TrainingError(
+            f"The training dataset has columns {columns}; it needs a {text_field!r} column (raw text) or an "
+            "'input_ids' column (pre-tokenized)."
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# Checkpoints
+# --------------------------------------------------------------------------------------------------
+
+_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+
+
+def latest_checkpoint(directory) -> Optional[str]:
+    """The `checkpoint-N` folder with the largest N under `directory`, or None."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return None
+    found = [(int(m.group(1)), p) for p in directory.iterdir() if p.is_dir() and (m := _CHECKPOINT_RE.match(p.name))]
+    return str(max(found)[1]) if found else None
+
+
+def _plan_resume(config: VocabAdaptationConfig) -> tuple[Optional[str], Optional[str]]:
+    """Decide which checkpoint each stage resumes from: (stage-1 checkpoint, stage-2 checkpoint)."""
+    resume = config.resume_from_checkpoint
+    if not resume:
+        return None, None
+    if resume is True or (isinstance(resume, str) and resume.lower() == "true"):
+        stage2 = latest_checkpoint(config.stage_output_dir(2))
+        if stage2 is not None:
+            return None, stage2  # stage 2's checkpoint already holds everything stage 1 produced
+        stage1 = latest_checkpoint(config.stage_output_dir(1))
+        if stage1 is None:
+            logger.warning("resume_from_checkpoint=True but no checkpoint under %s: starting fresh.", config.output_dir)
+        return stage1, None
+    path = Path(resume)
+    if not path.is_dir():
+        raise TrainingError(f"Checkpoint {resume} does not exist.")
+    if path.parent.name == "stage2":
+        return None, str(path)
+    if path.parent.name == "stage1":
+        return str(path), None
+    raise TrainingError(
+        f"Cannot tell which stage {resume} belongs to: pass a checkpoint inside <output_dir>/stage1 or "
+        "<output_dir>/stage2, or resume_from_checkpoint=True."
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# The two stages
+# --------------------------------------------------------------------------------------------------
+
+
+def _lora_config(model, config: VocabAdaptationConfig):
+    from peft import LoraConfig
+
+    tied = embeddings_are_tied(model)
+    return LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        # "all-linear" leaves out the output head, which must be trained fully instead
+        target_modules=config.lora_target_modules or "all-linear",
+        # the new vocabulary lives in these: train them fully, found by identity not by name
+        modules_to_save=embedding_module_names(model),
+        ensure_weight_tying=tied,
+        task_type="CAUSAL_LM",
+    )
+
+
+def _run_stage(stage, model, tokenizer, train_dataset, eval_dataset, config, resume, callbacks, peft_config=None):
+    from trl import SFTTrainer
+
+    args = config.to_sft_config(stage)
+    with never_shrink_vocabulary(model), _restore_forward(model):
+        trainer = SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            processing_class=tokenizer,
+            peft_config=peft_config,
+            callbacks=callbacks,
+        )
+        trainer.train(resume_from_checkpoint=resume)
+    trainer.save_state()
+    return trainer.model, list(trainer.state.log_history), trainer.state.global_step
+
+
+def adapt_vocabulary(
+    model,
+    tokenizer,
+    train_dataset,
+    config: Optional[VocabAdaptationConfig] = None,
+    eval_dataset=None,
+    callbacks=None,
+) -> AdaptationResult:
+    """Train a swapped model on its new vocabulary in two stages (TokAlign's recipe) with TRL's `SFTTrainer`.
+
+    Stage 1 trains only the input embeddings and the output head (tied-aware: a tied weight is one parameter);
+    stage 2 trains the whole model, or LoRA adapters plus the full embeddings (`config.stage2="lora"`). The
+    model's special-token ids are aligned with the tokenizer's first, so TRL's silent rewrite changes nothing,
+    and the (padded) vocabulary is never shrunk to `len(tokenizer)`.
+
+    Args:
+        model (`PreTrainedModel`): a causal LM, typically fresh out of `tokswap swap`.
+        tokenizer (`PreTrainedTokenizerBase`): its (new) tokenizer.
+        train_dataset (`datasets.Dataset` or `IterableDataset`): a `"text"` column (raw text, packed) or an
+            `"input_ids"` column (pre-tokenized).
+        config (`VocabAdaptationConfig`, *optional*): the recipe; the paper's defaults when omitted.
+        eval_dataset (*optional*): evaluated by both stages when `sft_kwargs` sets an `eval_strategy`.
+        callbacks (`list[TrainerCallback]`, *optional*): added to both stages' trainers.
+
+    Returns:
+        [`AdaptationResult`]
+    """
+    config = config or VocabAdaptationConfig()
+    _check_dataset(train_dataset, config.dataset_text_field)
+    align_special_token_ids(model, tokenizer)
+    resume1, resume2 = _plan_resume(config)
+    result = AdaptationResult(model=model)
+
+    stage1_steps = config.stage_max_steps(1)
+    if stage1_steps != 0 and resume2 is None:
+        freeze_all_but_embeddings(model)
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        logger.info("Stage 1: training %d embedding parameters (lr %g).", trainable, config.stage1_learning_rate)
+        model, history, step = _run_stage(1, model, tokenizer, train_dataset, eval_dataset, config, resume1, callbacks)
+        result.stage1_log_history, result.stage1_output_dir = history, config.stage_output_dir(1)
+        result.global_steps[1] = step
+    elif resume2 is not None:
+        state_file = Path(config.stage_output_dir(1), "trainer_state.json")
+        if state_file.is_file():
+            result.stage1_log_history = json.loads(state_file.read_text()).get("log_history", [])
+
+    stage2_steps = config.stage_max_steps(2)
+    if config.stage2 != "none" and stage2_steps != 0:
+        peft_config = None
+        model.requires_grad_(True)
+        if config.stage2 == "lora":
+            peft_config = _lora_config(model, config)
+        logger.info("Stage 2 (%s): lr %g.", config.stage2, config.stage2_learning_rate)
+        model, history, step = _run_stage(
+            2, model, tokenizer, train_dataset, eval_dataset, config, resume2, callbacks, peft_config=peft_config
+        )
+        result.stage2_log_history, result.stage2_output_dir = history, config.stage_output_dir(2)
+        result.global_steps[2] = step
+        if peft_config is not None and config.merge_adapters:
+            model = merge_lora_adapters(model)
+
+    model.requires_grad_(True)
+    result.model = model
+    if config.save_final_model:
+        model.save_pretrained(config.output_dir)
+        tokenizer.save_pretrained(config.output_dir)
+        result.final_output_dir = config.output_dir
+    return result
+
+
+def merge_lora_adapters(peft_model):
+    """Merge LoRA adapters into the base weights and return the plain model.
+
+    The fully trained embedding copies (`modules_to_save`) replace the originals; a tied input/output weight
+    stays tied (re-tied if PEFT untied it while merging).
+    """
+    base = peft_model.get_base_model()
+    was_tied = embeddings_are_tied(base) or bool(
+        getattr(base.config.get_text_config(), "tie_word_embeddings", False)
+    )
+    merged = peft_model.merge_and_unload()
+    if was_tied and not embeddings_are_tied(merged):
+        output, inputs = merged.get_output_embeddings(), merged.get_input_embeddings()
+        if torch.equal(output.weight, inputs.weight):
+            output.weight = inputs.weight
+    return merged
+
+
+# --------------------------------------------------------------------------------------------------
+# Datasets from files (CLI)
+# --------------------------------------------------------------------------------------------------
+
+
+def load_training_dataset(path: Union[str, os.PathLike], split: str = "train"):
+    """Load a training set from a `.txt` file (one document per blank-line-separated paragraph), a `.jsonl` /
+    `.json` file (a `text` or `input_ids` field per record), a `.parquet` file, a `save_to_disk` folder, or a
+    folder of such files.
+
+    Returns:
+        `datasets.Dataset`
+    """
+    import datasets
+
+    path = Path(path)
+    if not path.exists():
+        raise TrainingError(f"Dataset {path} does not exist.")
+    if path.is_dir():
+        if (path / "dataset_info.json").is_file() or (path / "state.json").is_file() or (path / "dataset_dict.json").is_file():
+            loaded = datasets.load_from_disk(str(path))
+            if isinstance(loaded, datasets.DatasetDict):
+                if split not in loaded:
+                    raise TrainingError(f"{path} has splits {list(loaded)}, not {split!r}.")
+                loaded = loaded[split]
+            return loaded
+        files = sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".jsonl", ".json", ".parquet"))
+        if not files:
+            raise TrainingError(f"{path} holds no .txt, .jsonl, .json or .parquet files and is not a saved dataset.")
+        suffixes = {p.suffix for p in files}
+        if len(suffixes) > 1:
+            raise TrainingError(f"{path} mixes file types {sorted(suffixes)}; keep one kind per folder.")
+        return _load_files([str(p) for p in files], files[0].suffix, split)
+    return _load_files([str(path)], path.suffix, split)
+
+
+def _load_files(files: list[str], suffix: str, split: str):
+    import datasets
+
+    if suffix == ".txt":
+        return datasets.load_dataset("text", data_files={split: files}, split=split, sample_by="paragraph")
+    if suffix in (".jsonl", ".json"):
+        return datasets.load_dataset("json", data_files={split: files}, split=split)
+    if suffix == ".parquet":
+        return datasets.load_dataset("parquet", data_files={split: files}, split=split)
+    raise TrainingError(f"Unsupported dataset file type {suffix!r}: use .txt, .jsonl, .json, .parquet or a dataset folder.")
+
+
+def load_model_for_training(model_dir: str, **kwargs):
+    """Load a causal LM and its tokenizer for training: the best attention kernel available, bf16 weights on a
+    bf16-capable GPU, float32 otherwise."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs.setdefault("attn_implementation", pick_attn_implementation())
+    kwargs.setdefault("dtype", torch.bfloat16 if bf16_supported() else torch.float32)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(model_dir, **kwargs)
+    except (OSError, ValueError) as err:
+        if kwargs.get("attn_implementation") == "flash_attention_2":
+            logger.warning("flash_attention_2 unavailable for this model (%s); using sdpa.", err)
+            kwargs["attn_implementation"] = "sdpa"
+            model = AutoModelForCausalLM.from_pretrained(model_dir, **kwargs)
+        else:
+            raise
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    return model, tokenizer
+
+
+# --------------------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------------------
+
+
+def _parse_report_to(value: str):
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    return parts[0] if len(parts) == 1 else parts
+
+
+def register_cli(subparsers) -> None:
+    """Add `tokswap train MODEL_DIR --dataset PATH --output DIR [...]`."""
+    parser = subparsers.add_parser(
+        "train",
+        help="two-stage vocabulary adaptation (embeddings, then the whole model or LoRA) with TRL",
+        description="Train a swapped model on its new vocabulary: stage 1 trains only the embeddings and the "
+        "output head, stage 2 the whole model (or LoRA adapters). Runs under `accelerate launch` for multi-GPU.",
+    )
+    parser.add_argument("model_dir", help="model folder (or Hub id) with its tokenizer, e.g. the output of `tokswap swap`")
+    parser.add_argument("--dataset", required=True, help=".txt, .jsonl/.json, .parquet, a save_to_disk folder, or a folder of files")
+    parser.add_argument("--output", required=True, help="output folder: checkpoints in stage1/ and stage2/, final model at the top")
+    defaults = VocabAdaptationConfig()
+    parser.add_argument("--stage1-steps", type=int, default=None, help="optimizer steps of stage 1 (0 skips it)")
+    parser.add_argument("--stage2-steps", type=int, default=None, help="optimizer steps of stage 2 (0 skips it)")
+    parser.add_argument("--stage1-tokens", type=int, default=None, help="token budget of stage 1 (instead of steps)")
+    parser.add_argument("--stage2-tokens", type=int, default=None, help="token budget of stage 2 (instead of steps)")
+    parser.add_argument("--stage2", choices=STAGE2_MODES, default=defaults.stage2, help="what stage 2 trains")
+    parser.add_argument("--stage1-lr", type=float, default=defaults.stage1_learning_rate)
+    parser.add_argument("--stage2-lr", type=float, default=defaults.stage2_learning_rate)
+    parser.add_argument("--lora-r", type=int, default=defaults.lora_r)
+    parser.add_argument("--lora-alpha", type=int, default=defaults.lora_alpha)
+    parser.add_argument("--no-merge", action="store_true", help="keep LoRA adapters separate (stage2=lora)")
+    parser.add_argument("--max-length", type=int, default=defaults.max_length, help="sequence (packing block) length")
+    parser.add_argument("--batch-size", type=int, default=defaults.per_device_train_batch_size, help="per device")
+    parser.add_argument("--grad-accum", type=int, default=defaults.gradient_accumulation_steps)
+    parser.add_argument("--no-packing", action="store_true", help="pad instead of packing sequences")
+    parser.add_argument("--activation-checkpointing", action="store_true", help="trade compute for memory")
+    parser.add_argument("--save-steps", type=int, default=defaults.save_steps)
+    parser.add_argument("--logging-steps", type=int, default=defaults.logging_steps)
+    parser.add_argument("--report-to", default="none", help="comma-separated: none, tensorboard, wandb, trackio, ...")
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument(
+        "--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
+        help="resume from the newest checkpoint under --output, or from CHECKPOINT",
+    )
+    parser.set_defaults(func=_cli_train)
+
+
+def _cli_train(args) -> int:
+    config = VocabAdaptationConfig(
+        output_dir=args.output,
+        stage1_max_steps=args.stage1_steps,
+        stage2_max_steps=args.stage2_steps,
+        stage1_tokens=args.stage1_tokens,
+        stage2_tokens=args.stage2_tokens,
+        stage2=args.stage2,
+        stage1_learning_rate=args.stage1_lr,
+        stage2_learning_rate=args.stage2_lr,
+        lora_r=args.lora_r,
+        lora_alpha=args.lora_alpha,
+        merge_adapters=not args.no_merge,
+        max_length=args.max_length,
+        per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.grad_accum,
+        packing=not args.no_packing,
+        activation_checkpointing=args.activation_checkpointing,
+        save_steps=args.save_steps,
+        logging_steps=args.logging_steps,
+        report_to=_parse_report_to(args.report_to),
+        seed=args.seed,
+        resume_from_checkpoint=args.resume,
+    )
+    dataset = load_training_dataset(args.dataset)
+    model, tokenizer = load_model_for_training(args.model_dir)
+    result = adapt_vocabulary(model, tokenizer, dataset, config)
+    for stage, history in ((1, result.stage1_log_history), (2, result.stage2_log_history)):
+        losses = [entry["loss"] for entry in history if "loss" in entry]
+        if losses:
+            print(f"stage {stage}: {result.global_steps.get(stage, '?')} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    print(f"saved the adapted model to {result.final_output_dir}")
+    return 0
+
+
+__all__ = [
+    "AdaptationResult",
+    "TrainingError",
+    "VocabAdaptationConfig",
+    "adapt_vocabulary",
+    "align_special_token_ids",
+    "bf16_supported",
+    "embedding_module_names",
+    "embedding_parameters",
+    "embeddings_are_tied",
+    "freeze_all_but_embeddings",
+    "latest_checkpoint",
+    "load_model_for_training",
+    "load_training_dataset",
+    "merge_lora_adapters",
+    "never_shrink_vocabulary",
+    "pick_attn_implementation",
+]

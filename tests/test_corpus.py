@@ -1,0 +1,120 @@
+"""The mixed corpus: byte mix, determinism, a stable disjoint split, per-language held-out text.
+
+Uses the real sources (fetched once into the tokswap cache by `tokswap.assets`).
+"""
+
+import collections
+import shutil
+
+import pytest
+
+from tokswap import corpus as corpus_module
+from tokswap.corpus import (
+    MAX_CHUNK_BYTES,
+    CorpusError,
+    build_corpus,
+    chunk_document,
+    heldout_by_language,
+    is_test_text,
+)
+from tokswap.utils import cache_dir
+
+SMALL = 1_200_000
+
+
+def _bytes(text):
+    return len(text.encode("utf-8"))
+
+
+def _rows(dataset):
+    return list(zip(dataset["text"], dataset["domain"], dataset["language"], dataset["source"]))
+
+
+@pytest.fixture(scope="module")
+def small_corpus():
+    return build_corpus(total_bytes=SMALL, seed=0)
+
+
+def test_chunking_keeps_paragraphs_and_utf8_whole():
+    text = "\n\n".join(["短い段落。" * 30, "a" * 10, "word " * 1000, "Ω" * 3000])
+    chunks = chunk_document(text, max_bytes=512, min_bytes=1)
+    assert all(_bytes(c) <= 512 for c in chunks)
+    assert "".join(c.replace(" ", "").replace("\n", "") for c in chunks) == text.replace(" ", "").replace("\n", "")
+    assert chunk_document("para one\n\npara two", max_bytes=512, min_bytes=1) == ["para one\n\npara two"]
+
+
+def test_markup_is_stripped():
+    roff = '.TH LS 1\n.SH NAME\nls \\- list \\fBdirectory\\fR contents\n.\\" a comment\n.BR ls (1)\n.PP\nMore\\(emtext.'
+    text = corpus_module._roff_to_text(roff)
+    assert text == "NAME\n\nls - list directory contents\nls(1)\n\nMore-text."
+    markup = '<head><title>x</title></head><div class="toc"><p>One &amp; <b>two</b></p></div><div class="para">Three <em>four</em></div>'
+    assert corpus_module._html_blocks(markup, "p", div_classes=("para",)) == "One & two\n\nThree four"
+
+
+@pytest.mark.slow
+def test_mix_by_bytes_and_languages(small_corpus):
+    rows = _rows(small_corpus["train"]) + _rows(small_corpus["test"])
+    by_domain = collections.Counter()
+    for text, domain, _, _ in rows:
+        by_domain[domain] += _bytes(text)
+    total = sum(by_domain.values())
+    assert abs(total - SMALL) / SMALL < 0.05
+    for domain, share in {"multilingual": 0.4, "code": 0.3, "math": 0.3}.items():
+        assert abs(by_domain[domain] / total - share) < 0.03, (domain, by_domain[domain] / total)
+    natural = {language for _, domain, language, _ in rows if domain == "multilingual"}
+    assert {"en", "fr", "es", "de", "ja", "zh", "zh-hant", "ru", "ar", "ko", "hi", "th", "vi"} <= natural
+    assert len(natural) >= 25
+    code = {language for _, domain, language, _ in rows if domain == "code"}
+    assert {"python", "rust", "java", "cpp"} <= code
+    assert {language for _, domain, language, _ in rows if domain == "math"} == {"en"}
+    assert {source for *_, source in rows} >= {"wikipedia", "debian-handbook", "man-pages", "udhr", "python-stdlib",
+                                               "mbpp", "humaneval", "math", "gsm8k"}
+    assert max(_bytes(text) for text, *_ in rows) <= MAX_CHUNK_BYTES
+    assert len({text for text, *_ in rows}) == len(rows)  # no duplicate chunks
+
+
+@pytest.mark.slow
+def test_split_is_disjoint_stable_and_hash_defined(small_corpus):
+    train, test = small_corpus["train"]["text"], small_corpus["test"]["text"]
+    assert not set(train) & set(test)
+    assert all(is_test_text(t) for t in test) and not any(is_test_text(t) for t in train)
+    assert 0.005 < len(test) / (len(train) + len(test)) < 0.05
+    # A corpus of another size and seed puts every text it shares with this one on the same side.
+    other = build_corpus(total_bytes=SMALL // 2, seed=1)
+    assert not set(other["train"]["text"]) & set(test)
+    assert not set(other["test"]["text"]) & set(train)
+    assert set(other["train"]["text"]) & set(train)  # they do share text
+
+
+@pytest.mark.slow
+def test_build_is_deterministic_and_cached(small_corpus):
+    key = corpus_module._corpus_key(SMALL, 0, 0.02)
+    first = {split: _rows(small_corpus[split]) for split in ("train", "test")}
+    shutil.rmtree(cache_dir("corpus") / key)  # force a rebuild from the sources
+    rebuilt = build_corpus(total_bytes=SMALL, seed=0)
+    assert {split: _rows(rebuilt[split]) for split in ("train", "test")} == first
+    assert (cache_dir("corpus") / key / "dataset_dict.json").exists()
+    reseeded = build_corpus(total_bytes=SMALL, seed=1)
+    assert _rows(reseeded["train"]) != first["train"]
+
+
+def test_bad_arguments():
+    with pytest.raises(CorpusError, match="total_bytes"):
+        build_corpus(total_bytes=0)
+    with pytest.raises(CorpusError, match="test_fraction"):
+        build_corpus(total_bytes=1000, test_fraction=1.5)
+
+
+@pytest.mark.slow
+def test_heldout_by_language(small_corpus):
+    heldout = heldout_by_language(max_docs_per_language=20)
+    for key in ("en", "de", "fr", "es", "ja", "zh", "zh-hant", "ru", "ar", "ko", "vi", "hi", "th", "code", "math"):
+        assert 5 <= len(heldout[key]) <= 20, key
+    assert len(heldout) > 100  # UDHR articles 26-30 give a parallel held-out text in hundreds of languages
+    assert len(heldout["en"]) == 20 and len(heldout["code"]) == 20
+    train = set(small_corpus["train"]["text"])
+    assert not any(text in train for texts in heldout.values() for text in texts)
+    udhr_english = [t for t in heldout["en"] if t.startswith("Article 2")]
+    assert udhr_english and not any(t.startswith("Article 26") for t in train)
+    subset = heldout_by_language(max_docs_per_language=20, languages=["en", "math"])
+    assert set(subset) == {"en", "math"} and subset["en"] == heldout["en"]

@@ -1,0 +1,349 @@
+"""Two-stage vocabulary adaptation on TRL (tiny models built from configs, CPU, fp32)."""
+
+import copy
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("trl")
+pytest.importorskip("peft")
+
+from datasets import Dataset  # noqa: E402
+from tokenizers import ByteLevelBPETokenizer  # noqa: E402
+from transformers import (  # noqa: E402
+    GPTNeoXConfig,
+    GPTNeoXForCausalLM,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+    TrainerCallback,
+)
+
+from tokswap.training import (  # noqa: E402
+    TrainingError,
+    VocabAdaptationConfig,
+    adapt_vocabulary,
+    align_special_token_ids,
+    embedding_module_names,
+    embedding_parameters,
+    embeddings_are_tied,
+    latest_checkpoint,
+    load_training_dataset,
+    never_shrink_vocabulary,
+    pick_attn_implementation,
+)
+
+PADDED_VOCAB = 320  # larger than the tokenizer: the padding rows must survive training
+
+TEXTS = [
+    f"Document {i}: the quick brown fox number {i} jumps over {i * 7} lazy dogs, then rests by the river. "
+    f"Tokenizers split text into pieces; models learn their embeddings. Line {i % 5} ends here."
+    for i in range(48)
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(TEXTS, vocab_size=300, min_frequency=1, special_tokens=["<s>", "</s>"], show_progress=False)
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>")
+    assert len(tok) < PADDED_VOCAB
+    return tok
+
+
+@pytest.fixture()
+def fresh_tokenizer(tokenizer):
+    return copy.deepcopy(tokenizer)
+
+
+@pytest.fixture(scope="module")
+def text_dataset():
+    return Dataset.from_dict({"text": TEXTS})
+
+
+def make_model(arch: str):
+    torch.manual_seed(0)
+    if arch == "llama-untied":
+        config = LlamaConfig(
+            vocab_size=PADDED_VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, tie_word_embeddings=False, bos_token_id=7, eos_token_id=8,
+        )
+        return LlamaForCausalLM(config)
+    if arch == "llama-tied":
+        config = LlamaConfig(
+            vocab_size=PADDED_VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, tie_word_embeddings=True,
+        )
+        return LlamaForCausalLM(config)
+    if arch == "gpt-neox":
+        config = GPTNeoXConfig(
+            vocab_size=PADDED_VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            tie_word_embeddings=False,
+        )
+        return GPTNeoXForCausalLM(config)
+    raise ValueError(arch)
+
+
+def tiny_config(tmp_path, **overrides) -> VocabAdaptationConfig:
+    kwargs = dict(
+        output_dir=str(tmp_path / "run"),
+        stage1_max_steps=3,
+        stage2_max_steps=0,
+        # large rates so that three steps visibly move every trained weight
+        stage1_learning_rate=1e-2,
+        stage2_learning_rate=1e-2,
+        max_length=32,
+        per_device_train_batch_size=2,
+        logging_steps=1,
+        save_steps=100,
+        save_final_model=False,
+        warmup_ratio=0.0,
+    )
+    kwargs.update(overrides)
+    return VocabAdaptationConfig(**kwargs)
+
+
+def snapshot(model) -> dict:
+    return {name: param.detach().clone() for name, param in model.named_parameters()}
+
+
+def changed_parameters(model, before: dict) -> set:
+    return {name for name, param in model.named_parameters() if not torch.equal(param.detach(), before[name])}
+
+
+def embedding_names(model) -> set:
+    ids = {id(p) for p in embedding_parameters(model)}
+    return {name for name, param in model.named_parameters() if id(param) in ids}
+
+
+@pytest.mark.parametrize("arch", ["llama-untied", "llama-tied", "gpt-neox"])
+def test_stage1_changes_only_embeddings_and_head(arch, fresh_tokenizer, text_dataset, tmp_path):
+    model = make_model(arch)
+    before = snapshot(model)
+    expected = embedding_names(model)
+    if arch == "llama-untied":
+        assert {"model.embed_tokens.weight", "lm_head.weight"} <= expected
+    if arch == "llama-tied":
+        assert embeddings_are_tied(model) and len(embedding_parameters(model)) == 1
+
+    result = adapt_vocabulary(model, fresh_tokenizer, text_dataset, tiny_config(tmp_path))
+
+    assert result.global_steps == {1: 3}
+    assert changed_parameters(result.model, before) == expected
+    # the padded vocabulary survives
+    assert result.model.config.vocab_size == PADDED_VOCAB
+    assert result.model.get_input_embeddings().weight.shape[0] == PADDED_VOCAB
+    assert result.model.get_output_embeddings().weight.shape[0] == PADDED_VOCAB
+    if arch == "llama-tied":
+        assert embeddings_are_tied(result.model)
+    assert [e["loss"] for e in result.stage1_log_history if "loss" in e]
+    # TRL's fused-head patch is gone: the model is a plain model again
+    assert "forward" not in result.model.__dict__
+
+
+def test_stage2_full_trains_the_body(fresh_tokenizer, text_dataset, tmp_path):
+    model = make_model("llama-untied")
+    before = snapshot(model)
+    config = tiny_config(tmp_path, stage1_max_steps=2, stage2_max_steps=2)
+    result = adapt_vocabulary(model, fresh_tokenizer, text_dataset, config)
+    assert result.global_steps == {1: 2, 2: 2}
+    changed = changed_parameters(result.model, before)
+    body = set(before) - embedding_names(result.model)
+    assert changed & body, "stage 2 must change non-embedding weights"
+    assert "model.layers.0.self_attn.q_proj.weight" in changed
+    assert all(p.requires_grad for p in result.model.parameters())
+
+
+@pytest.mark.parametrize("arch", ["llama-tied", "gpt-neox"])
+def test_stage2_lora_trains_embeddings_and_merges(arch, fresh_tokenizer, text_dataset, tmp_path):
+    model = make_model(arch)
+    names = embedding_module_names(model)
+    if arch == "gpt-neox":
+        assert names == ["gpt_neox.embed_in", "lm_head"]
+    before = snapshot(model)
+    config = tiny_config(tmp_path, stage1_max_steps=1, stage2_max_steps=3, stage2="lora", lora_r=4, lora_alpha=8)
+    result = adapt_vocabulary(model, fresh_tokenizer, text_dataset, config)
+    merged = result.model
+    assert type(merged) is type(model)  # a plain transformers model after merging
+    assert not any("lora" in name for name, _ in merged.named_parameters())
+    changed = changed_parameters(merged, before)
+    assert embedding_names(merged) <= changed
+    assert any(".layers." in name and name.endswith("weight") for name in changed), "LoRA merge must change the body"
+    if arch == "llama-tied":
+        assert embeddings_are_tied(merged)
+    assert merged.get_input_embeddings().weight.shape[0] == PADDED_VOCAB
+
+
+def test_stage2_lora_without_merge_returns_peft_model(fresh_tokenizer, text_dataset, tmp_path):
+    from peft import PeftModel
+
+    model = make_model("llama-untied")
+    config = tiny_config(tmp_path, stage1_max_steps=0, stage2_max_steps=2, stage2="lora", lora_r=4, merge_adapters=False)
+    result = adapt_vocabulary(model, fresh_tokenizer, text_dataset, config)
+    assert isinstance(result.model, PeftModel)
+    assert 1 not in result.global_steps
+    trainable = {n for n, p in result.model.named_parameters() if p.requires_grad}
+    assert any("modules_to_save" in n and "lm_head" in n for n in trainable)
+    assert any("modules_to_save" in n and "embed_tokens" in n for n in trainable)
+
+
+class _StopAt(TrainerCallback):
+    """Simulates an interrupted run: stop after `step` optimizer steps (a checkpoint was saved there)."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= self.step:
+            control.should_training_stop = True
+        return control
+
+
+def test_resume_continues_global_step(fresh_tokenizer, text_dataset, tmp_path):
+    config = tiny_config(tmp_path, stage1_max_steps=4, save_steps=2)
+    first = adapt_vocabulary(make_model("llama-untied"), fresh_tokenizer, text_dataset, config, callbacks=[_StopAt(2)])
+    assert first.global_steps == {1: 2}
+    assert latest_checkpoint(config.stage_output_dir(1)).endswith("checkpoint-2")
+
+    resumed_config = tiny_config(tmp_path, stage1_max_steps=4, save_steps=2, resume_from_checkpoint=True)
+    second = adapt_vocabulary(make_model("llama-untied"), fresh_tokenizer, text_dataset, resumed_config)
+    assert second.global_steps == {1: 4}
+    logged_steps = [e["step"] for e in second.stage1_log_history if "loss" in e]
+    assert logged_steps == [1, 2, 3, 4]  # the history of the first run is restored and continued
+    assert latest_checkpoint(config.stage_output_dir(1)).endswith("checkpoint-4")
+    # resumed weights are the checkpoint's, not the fresh model's
+    fresh = make_model("llama-untied")
+    assert not torch.equal(fresh.lm_head.weight, second.model.lm_head.weight)
+
+
+def test_resume_from_stage2_checkpoint_skips_stage1(fresh_tokenizer, text_dataset, tmp_path):
+    config = tiny_config(tmp_path, stage1_max_steps=1, stage2_max_steps=2, save_steps=1)
+    adapt_vocabulary(make_model("llama-untied"), fresh_tokenizer, text_dataset, config)
+    ckpt = latest_checkpoint(config.stage_output_dir(2))
+    assert ckpt.endswith("checkpoint-2")
+    resumed = tiny_config(tmp_path, stage1_max_steps=1, stage2_max_steps=3, save_steps=1, resume_from_checkpoint=ckpt)
+    result = adapt_vocabulary(make_model("llama-untied"), fresh_tokenizer, text_dataset, resumed)
+    assert 1 not in result.global_steps and result.global_steps[2] == 3
+    assert result.stage1_log_history  # read back from stage1/trainer_state.json
+
+    with pytest.raises(TrainingError, match="which stage"):
+        adapt_vocabulary(make_model("llama-untied"), fresh_tokenizer, text_dataset,
+                         tiny_config(tmp_path, resume_from_checkpoint=str(tmp_path)))
+
+
+def test_special_token_rewrite_by_trl_is_a_noop(fresh_tokenizer, text_dataset, tmp_path):
+    from transformers.trainer_utils import align_special_tokens
+    from trl import SFTTrainer
+
+    model = make_model("llama-untied")  # config says bos=7, eos=8; the tokenizer says 0 and 1, no pad
+    assert model.config.bos_token_id != fresh_tokenizer.bos_token_id
+    changed = align_special_token_ids(model, fresh_tokenizer)
+    assert "config.bos_token_id" in changed and "config.pad_token_id" in changed
+    assert fresh_tokenizer.pad_token == fresh_tokenizer.eos_token
+
+    names = ("bos_token_id", "eos_token_id", "pad_token_id")
+
+    def ids():
+        return {(where, name): getattr(obj, name) for where, obj in (("config", model.config),
+                ("generation", model.generation_config)) for name in names}
+
+    aligned = copy.deepcopy(ids())
+    assert model.config.bos_token_id == fresh_tokenizer.bos_token_id
+    assert model.config.eos_token_id == fresh_tokenizer.eos_token_id
+    assert model.config.pad_token_id == fresh_tokenizer.pad_token_id
+    assert fresh_tokenizer.eos_token_id in model.generation_config.eos_token_id
+
+    # what transformers' Trainer does at train() time, and what SFTTrainer does in __init__: nothing to change
+    align_special_tokens(model, fresh_tokenizer)
+    assert ids() == aligned
+    trainer = SFTTrainer(model=model, args=tiny_config(tmp_path).to_sft_config(1), train_dataset=text_dataset,
+                         processing_class=fresh_tokenizer)
+    trainer.train()
+    assert ids() == aligned
+    assert align_special_token_ids(model, fresh_tokenizer) == {}
+
+
+def test_padded_vocabulary_is_never_shrunk(fresh_tokenizer):
+    model = make_model("llama-untied")
+    with never_shrink_vocabulary(model):
+        model.resize_token_embeddings(len(fresh_tokenizer))  # what a "fix the mismatch" helper would do
+        assert model.get_input_embeddings().weight.shape[0] == PADDED_VOCAB
+        model.resize_token_embeddings(PADDED_VOCAB + 8)  # growing is allowed
+    assert model.config.vocab_size == PADDED_VOCAB + 8
+    assert model.lm_head.weight.shape[0] == PADDED_VOCAB + 8
+    assert "resize_token_embeddings" not in model.__dict__
+    model.resize_token_embeddings(len(fresh_tokenizer))  # outside the guard it behaves as usual
+    assert model.config.vocab_size == len(fresh_tokenizer)
+
+
+def test_pretokenized_dataset(fresh_tokenizer, tmp_path):
+    ids = [fresh_tokenizer(text)["input_ids"] for text in TEXTS]
+    dataset = Dataset.from_dict({"input_ids": ids})
+    model = make_model("gpt-neox")
+    before = snapshot(model)
+    result = adapt_vocabulary(model, fresh_tokenizer, dataset, tiny_config(tmp_path, stage1_max_steps=2))
+    assert changed_parameters(result.model, before) == embedding_names(result.model)
+
+
+def test_bad_dataset_is_refused(fresh_tokenizer, tmp_path):
+    with pytest.raises(TrainingError, match="'text' column"):
+        adapt_vocabulary(make_model("gpt-neox"), fresh_tokenizer, Dataset.from_dict({"body": ["x"]}), tiny_config(tmp_path))
+
+
+def test_config_budgets_and_defaults(tmp_path):
+    config = VocabAdaptationConfig(output_dir=str(tmp_path), stage1_tokens=1000, stage2_max_steps=5,
+                                   per_device_train_batch_size=2, max_length=32)
+    assert config.tokens_per_step() == 64
+    assert config.stage_max_steps(1) == 16  # ceil(1000 / 64)
+    assert config.stage_max_steps(2) == 5
+    assert VocabAdaptationConfig().stage_max_steps(1) is None
+    sft1, sft2 = config.to_sft_config(1), config.to_sft_config(2)
+    assert sft1.learning_rate == pytest.approx(6.4e-4) and sft2.learning_rate == pytest.approx(5e-5)
+    assert sft1.max_steps == 16 and sft1.packing and sft1.lr_scheduler_type.value == "cosine"
+    assert sft1.weight_decay == pytest.approx(0.01) and sft1.max_grad_norm == 1.0
+    assert sft1.warmup_steps == pytest.approx(0.03)
+    assert sft1.bf16 is False  # no CUDA here: TRL's own default (True) would raise on CPU
+    assert sft1.output_dir.endswith("stage1") and sft2.output_dir.endswith("stage2")
+    override = VocabAdaptationConfig(output_dir=str(tmp_path), sft_kwargs={"logging_steps": 3})
+    assert override.to_sft_config(1).logging_steps == 3
+    with pytest.raises(TrainingError):
+        VocabAdaptationConfig(stage2="partial")
+    if not torch.cuda.is_available():
+        with pytest.raises(TrainingError, match="bf16"):
+            VocabAdaptationConfig(bf16=True)
+
+
+def test_pick_attn_implementation_on_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert pick_attn_implementation() == "sdpa"
+
+
+def test_load_training_dataset_formats(tmp_path):
+    (tmp_path / "a.txt").write_text("first paragraph\nstill first\n\nsecond paragraph\n")
+    assert load_training_dataset(tmp_path / "a.txt").num_rows == 2
+    with open(tmp_path / "b.jsonl", "w") as handle:
+        for text in TEXTS[:3]:
+            handle.write(json.dumps({"text": text}) + "\n")
+    assert load_training_dataset(tmp_path / "b.jsonl")["text"] == TEXTS[:3]
+    Dataset.from_dict({"text": TEXTS[:4]}).save_to_disk(str(tmp_path / "saved"))
+    assert load_training_dataset(tmp_path / "saved").num_rows == 4
+    with pytest.raises(TrainingError):
+        load_training_dataset(tmp_path / "missing.txt")
+
+
+def test_cli_train(fresh_tokenizer, tmp_path):
+    from tokswap.cli import main
+
+    model_dir = tmp_path / "swapped"
+    make_model("llama-untied").save_pretrained(model_dir)
+    fresh_tokenizer.save_pretrained(model_dir)
+    data = tmp_path / "corpus.jsonl"
+    data.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
+    out = tmp_path / "trained"
+    code = main(["train", str(model_dir), "--dataset", str(data), "--output", str(out), "--stage1-steps", "2",
+                 "--stage2-steps", "1", "--max-length", "32", "--batch-size", "2"])
+    assert code == 0
+    assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
+    assert json.loads((out / "config.json").read_text())["vocab_size"] == PADDED_VOCAB
+    assert latest_checkpoint(out / "stage1").endswith("checkpoint-2")
