@@ -482,6 +482,10 @@ def test_raw_lfs_protocol_with_a_chunked_upload(hub, hub_api, hub_token, new_rep
     status, _ = call("POST", f"/api/models/{repo_id}/commit/main", "".join(json.dumps(x) + "\n" for x in missing),
                      headers={"Content-Type": "application/x-ndjson"})
     assert status == 422
+    traversal = [lines[0], {"key": "lfsFile", "value": {"path": "x.bin", "algo": "sha256", "oid": "../../repos"}}]
+    status, _ = call("POST", f"/api/models/{repo_id}/commit/main", "".join(json.dumps(x) + "\n" for x in traversal),
+                     headers={"Content-Type": "application/x-ndjson"})
+    assert status == 422
     connection.close()
 
 

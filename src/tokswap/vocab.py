@@ -126,6 +126,9 @@ def _vocab_by_id(tokenizer) -> list:
     return tokens
 
 
+_TOKEN_BYTES_CACHE: dict = {}
+
+
 def token_bytes(tokenizer) -> list:
     """The raw bytes each token id stands for, or None where a token has no byte meaning.
 
@@ -143,6 +146,10 @@ def token_bytes(tokenizer) -> list:
     Raises:
         AlignmentError: the tokenizer is not a fast tokenizer, or none of its tokens decodes.
     """
+    # Decoding a 262k vocabulary takes a second; the pipeline asks several times for the same object.
+    cached = _TOKEN_BYTES_CACHE.get(id(tokenizer))
+    if cached is not None and cached[0] is tokenizer and cached[1] == _backend(tokenizer).get_vocab_size(True):
+        return cached[2]
     scheme = tokenizer_scheme(tokenizer)
     tokens = _vocab_by_id(tokenizer)
     table = _byte_level_decoder_table()
@@ -181,6 +188,9 @@ def token_bytes(tokenizer) -> list:
             f"None of the {len(result)} tokens of {getattr(tokenizer, 'name_or_path', 'this tokenizer')!r} "
             "decodes to bytes; tokswap needs a BPE, Unigram or WordPiece tokenizer with a tokenizer.json."
         )
+    if len(_TOKEN_BYTES_CACHE) >= 8:
+        _TOKEN_BYTES_CACHE.pop(next(iter(_TOKEN_BYTES_CACHE)))
+    _TOKEN_BYTES_CACHE[id(tokenizer)] = (tokenizer, _backend(tokenizer).get_vocab_size(True), result)
     return result
 
 

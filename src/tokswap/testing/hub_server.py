@@ -964,9 +964,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tokswap.testing.hub_server",
         description="Serve the Hugging Face Hub protocol on loopback (for tests, notebooks and benchmarks).",
-        epilog="Example: python -m tokswap.testing.hub_server --port 8765 --storage /tmp/hub "
-               "--seed HuggingFaceTB/SmolLM2-135M=/path/to/folder\n"
-               "Then: HF_ENDPOINT=http://127.0.0.1:8765 HF_HUB_DISABLE_XET=1 HF_TOKEN=... python your_script.py",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n"
+               "  python -m tokswap.testing.hub_server --port 8765 --storage /tmp/hub \\\n"
+               "      --seed HuggingFaceTB/SmolLM2-135M-Instruct=/path/to/model_folder\n"
+               "  HF_ENDPOINT=http://127.0.0.1:8765 HF_HUB_DISABLE_XET=1 HF_TOKEN=... python your_script.py",
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed at start).")

@@ -41,6 +41,7 @@ _LFS_PATTERNS = (
 )
 _DATASET_LFS_PATTERNS = ("*.mds", "*.mp3", "*.ogg", "*.wav", "*.flac", "*.jpg", "*.jpeg", "*.png", "*.webp")
 _COMMIT_ID = re.compile(r"^[0-9a-f]{40}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _SHORT_COMMIT_ID = re.compile(r"^[0-9a-f]{7,40}$")
 _REPO_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _BRANCH_NAME = re.compile(r"^(?!refs/)(?!.*\.\.)[A-Za-z0-9._/-]{1,200}$")
@@ -305,16 +306,21 @@ class HubStore:
     # ----------------------------------------------------------------- objects
     def object_path(self, entry: FileEntry) -> Path:
         if entry.is_lfs:
-            return self._objects / "lfs" / entry.lfs_sha256[:2] / entry.lfs_sha256
+            return self._lfs_path(entry.lfs_sha256)
         return self._objects / "git" / entry.git_oid[:2] / entry.git_oid
 
+    def _lfs_path(self, sha256: str) -> Path:
+        if not _SHA256.match(sha256 or ""):  # also keeps client-given ids from naming other files
+            raise HubError(422, None, f"Invalid LFS oid {sha256!r}: expected a sha256 hex digest.")
+        return self._objects / "lfs" / sha256[:2] / sha256
+
     def has_lfs_object(self, sha256: str, size: Optional[int] = None) -> bool:
-        path = self._objects / "lfs" / sha256[:2] / sha256
+        path = self._lfs_path(sha256)
         return path.is_file() and (size is None or path.stat().st_size == size)
 
     def lfs_entry(self, sha256: str) -> FileEntry:
         """The tree entry for an LFS object that is already stored (its size is read from disk)."""
-        path = self._objects / "lfs" / sha256[:2] / sha256
+        path = self._lfs_path(sha256)
         if not path.is_file():
             raise HubError(422, None, f"LFS object {sha256} was never uploaded; upload it before committing.")
         size = path.stat().st_size
@@ -325,7 +331,7 @@ class HubStore:
         if lfs:
             sha256 = hashlib.sha256(data).hexdigest()
             if not self.has_lfs_object(sha256, len(data)):
-                self._write_object(self._objects / "lfs" / sha256[:2] / sha256, data)
+                self._write_object(self._lfs_path(sha256), data)
             return self.lfs_entry(sha256)
         entry = FileEntry(size=len(data), git_oid=git_blob_id(data))
         path = self.object_path(entry)
@@ -349,7 +355,7 @@ class HubStore:
                     remaining -= len(block)
             if digest.hexdigest() != expected_sha256:
                 raise HubError(400, None, f"Uploaded content does not match its sha256 {expected_sha256}.")
-            final = self._objects / "lfs" / expected_sha256[:2] / expected_sha256
+            final = self._lfs_path(expected_sha256)
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(tmp, final)
         finally:
@@ -368,7 +374,7 @@ class HubStore:
                 digest.update(block)
         sha256 = digest.hexdigest()
         if not self.has_lfs_object(sha256):
-            final = self._objects / "lfs" / sha256[:2] / sha256
+            final = self._lfs_path(sha256)
             final.parent.mkdir(parents=True, exist_ok=True)
             tmp = self._objects / "tmp" / f"{sha256}.{os.getpid()}.{threading.get_ident()}"
             try:
