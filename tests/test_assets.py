@@ -295,3 +295,11 @@ def test_cli_list_and_fetch(empty_cache, capsys, monkeypatch):
     assert "tokenizer:qwen2.5" in listing and "model:smollm2-135m" in listing and "missing" in listing
     assert main(["assets", "fetch"]) == 2  # nothing named: a usage error
     assert main(["assets", "fetch", "no-such-asset"]) == 2
+
+
+@pytest.mark.slow
+def test_asset_path_dispatches_by_name():
+    assert assets.asset_path("qwen3") == assets.tokenizer_path("qwen3")
+    assert assets.asset_path("pythia") == assets.tokenizer_path("gpt-neox")
+    assert (assets.asset_path("smollm2-135m") / "config.json").exists()
+    assert (assets.asset_path("minilm") / "modules.json").exists()

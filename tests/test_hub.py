@@ -435,3 +435,18 @@ def test_push_to_a_branch_and_load_that_revision(assets, namespace, hub_api):
                                   second.target_to_source)
     np.testing.assert_array_equal(TokenAlignment.from_pretrained(repo_id).target_to_source, first.target_to_source)
     assert hub_api.list_repo_commits(repo_id, revision="v2")[0].commit_id == info.oid
+
+
+def test_local_paths_are_not_published(assets, namespace, hub_user):
+    from huggingface_hub import hf_hub_download
+
+    alignment = simple_alignment(assets["source"], assets["target"])
+    alignment.config["source_tokenizer"]["name_or_path"] = "/home/alice/private/tokenizers/my-tok"
+    repo_id = f"{hub_user}/paths-example"
+    alignment.push_to_hub(repo_id, update_index=False)
+    config = json.loads(open(hf_hub_download(repo_id, "alignment_config.json"), encoding="utf-8").read())
+    assert config["source_tokenizer"]["name_or_path"] == "my-tok"
+    card = open(hf_hub_download(repo_id, "README.md"), encoding="utf-8").read()
+    assert "/home/alice" not in card and "my-tok" in card
+    # the local object is untouched
+    assert alignment.config["source_tokenizer"]["name_or_path"] == "/home/alice/private/tokenizers/my-tok"

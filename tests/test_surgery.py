@@ -168,49 +168,73 @@ def test_swap_to_same_tokenizer_keeps_logits(family, neox_tokenizer):
 
 
 # --------------------------------------------------------------------------- real tokenizer pair
-@pytest.mark.parametrize("family", ["gpt_neox", "llama"])
-@pytest.mark.parametrize("method", ["tokalign", "random", "random_permutation", "mean", "multivariate"])
-def test_identical_tokens_are_exact_copies(family, method, neox_to_qwen, neox_tokenizer, qwen_tokenizer):
-    model = tiny_model(family, vocab_size=50304)
-    old_in = model.get_input_embeddings().weight.detach().clone()
-    old_out = model.get_output_embeddings().weight.detach().clone()
-    swap_vocabulary(model, neox_to_qwen, qwen_tokenizer, init_method=method, source_tokenizer=neox_tokenizer)
+# (family, init method) swaps neox -> qwen2.5 shared by several tests: each costs seconds.
+SWAPS = [
+    ("gpt_neox", "tokalign"),
+    ("llama", "tokalign"),
+    ("gemma3", "tokalign"),
+    ("qwen2", "random"),
+    ("gpt_neox", "random_permutation"),
+    ("llama", "mean"),
+    ("gpt_neox", "multivariate"),
+    ("phi", "tokalign"),
+]
 
+
+@pytest.fixture(scope="module")
+def swapped(neox_to_qwen, neox_tokenizer, qwen_tokenizer):
+    """swapped(family, method) -> (model, old input weight, old output weight, old bias), cached."""
+    cache = {}
+
+    def get(family, method):
+        if (family, method) not in cache:
+            model = tiny_model(family, vocab_size=50304)
+            head = model.get_output_embeddings()
+            old = (
+                model.get_input_embeddings().weight.detach().clone(),
+                head.weight.detach().clone(),
+                None if head.bias is None else head.bias.detach().clone(),
+            )
+            swap_vocabulary(model, neox_to_qwen, qwen_tokenizer, init_method=method, source_tokenizer=neox_tokenizer)
+            cache[(family, method)] = (model, *old)
+        return cache[(family, method)]
+
+    return get
+
+
+@pytest.mark.parametrize("family,method", SWAPS)
+def test_identical_tokens_are_exact_copies(family, method, swapped, neox_to_qwen):
+    model, old_in, old_out, _ = swapped(family, method)
     identical = np.flatnonzero(neox_to_qwen.row_sources == RowSource.IDENTICAL)
     assert len(identical) > 10_000
     rows, sources = torch.from_numpy(identical), torch.from_numpy(neox_to_qwen.target_to_source[identical])
     new_in, new_out = model.get_input_embeddings().weight, model.get_output_embeddings().weight
     assert torch.equal(new_in[rows], old_in[sources])
     assert torch.equal(new_out[rows], old_out[sources])
-    assert new_in.shape[0] == model.config.vocab_size == 151680  # 151665 padded to a multiple of 64
+    assert new_in.shape[0] == new_out.shape[0] == model.config.vocab_size == 151680  # 151665 padded to 64
     assert new_in.dtype == old_in.dtype
-    assert (new_in is new_out) == (family == "llama")
+    assert (new_in is new_out) == bool(model.config.tie_word_embeddings)  # tied stays tied, untied stays untied
     # Non-shared rows really were initialized (no NaN / uninitialized memory).
     assert torch.isfinite(new_in).all() and torch.isfinite(new_out).all()
 
 
-def test_tokalign_fallback_rows_are_mean_of_pieces(neox_to_qwen, neox_tokenizer, qwen_tokenizer):
-    model = tiny_model("gpt_neox", vocab_size=50304)
-    old_in = model.get_input_embeddings().weight.detach().clone()
-    swap_vocabulary(model, neox_to_qwen, qwen_tokenizer, source_tokenizer=neox_tokenizer)
-    new_in = model.get_input_embeddings().weight
+def test_tokalign_fallback_rows_are_mean_of_pieces(swapped, neox_to_qwen):
+    model, old_in, old_out, _ = swapped("gpt_neox", "tokalign")
     fallback = np.flatnonzero(neox_to_qwen.row_sources == RowSource.FALLBACK)
     checked = 0
     for target_id in fallback[:: max(1, len(fallback) // 50)]:
-        pieces = neox_to_qwen.fallback_sources(int(target_id))
+        pieces = torch.from_numpy(neox_to_qwen.fallback_sources(int(target_id)))
         if len(pieces) == 0:
             continue
-        expected = old_in[torch.from_numpy(pieces)].mean(0)
-        torch.testing.assert_close(new_in[int(target_id)], expected, rtol=1e-5, atol=1e-6)
+        for new, old in ((model.get_input_embeddings().weight, old_in), (model.get_output_embeddings().weight, old_out)):
+            torch.testing.assert_close(new[int(target_id)], old[pieces].mean(0), rtol=1e-5, atol=1e-6)
         checked += 1
     assert checked > 20
 
 
-@pytest.mark.parametrize("family", ["gpt_neox", "llama", "gemma3"])
-@pytest.mark.parametrize("method", ["tokalign", "random", "multivariate"])
-def test_padding_rows_never_win_argmax(family, method, neox_to_qwen, neox_tokenizer, qwen_tokenizer):
-    model = tiny_model(family, vocab_size=50304)
-    swap_vocabulary(model, neox_to_qwen, qwen_tokenizer, init_method=method, source_tokenizer=neox_tokenizer)
+@pytest.mark.parametrize("family,method", SWAPS)
+def test_padding_rows_never_win_argmax(family, method, swapped, qwen_tokenizer):
+    model = swapped(family, method)[0]
     n_real = len(qwen_tokenizer)
     assert model.config.vocab_size > n_real  # there is padding to test
     with torch.no_grad():
@@ -220,17 +244,12 @@ def test_padding_rows_never_win_argmax(family, method, neox_to_qwen, neox_tokeni
             assert bool((logits[:, n_real:].max(-1).values <= logits[:, :n_real].max(-1).values).all())
 
 
-def test_lm_head_bias_is_rewritten(neox_to_qwen, neox_tokenizer, qwen_tokenizer):
-    model = tiny_model("phi", vocab_size=50304)
-    old_bias = model.get_output_embeddings().bias.detach().clone()
-    swap_vocabulary(model, neox_to_qwen, qwen_tokenizer, source_tokenizer=neox_tokenizer)
+def test_lm_head_bias_is_rewritten(swapped, neox_to_qwen):
+    model, _, _, old_bias = swapped("phi", "tokalign")
     bias = model.get_output_embeddings().bias
     assert bias.shape == (151680,)
     identical = np.flatnonzero(neox_to_qwen.row_sources == RowSource.IDENTICAL)
     assert torch.equal(bias[torch.from_numpy(identical)], old_bias[torch.from_numpy(neox_to_qwen.target_to_source[identical])])
-    with torch.no_grad():
-        logits = model(_batch(qwen_tokenizer)[0]).logits[0]
-    assert int(logits.argmax(-1).max()) < len(qwen_tokenizer)
 
 
 def test_config_generation_config_and_dtype_follow_target(neox_to_qwen, neox_tokenizer, qwen_tokenizer):
@@ -246,15 +265,14 @@ def test_config_generation_config_and_dtype_follow_target(neox_to_qwen, neox_tok
     assert model.get_input_embeddings().padding_idx == qwen_tokenizer.pad_token_id
 
 
-def test_no_padding_when_disabled(neox_to_qwen, neox_tokenizer, qwen_tokenizer):
+def test_no_padding_when_disabled(neox_tokenizer):
     model = tiny_model("qwen2", vocab_size=50304)
-    swap_vocabulary(model, neox_to_qwen, qwen_tokenizer, source_tokenizer=neox_tokenizer, pad_to_multiple_of=None)
-    assert model.config.vocab_size == len(qwen_tokenizer)
+    swap_vocabulary(model, identity_alignment(neox_tokenizer), neox_tokenizer, pad_to_multiple_of=None)
+    assert model.config.vocab_size == len(neox_tokenizer) == model.get_output_embeddings().weight.shape[0]
 
 
-def test_generation_stops_at_new_eos(neox_to_qwen, neox_tokenizer, qwen_tokenizer):
-    model = tiny_model("qwen2", vocab_size=50304)
-    swap_vocabulary(model, neox_to_qwen, qwen_tokenizer, source_tokenizer=neox_tokenizer)
+def test_generation_stops_at_new_eos(swapped, qwen_tokenizer):
+    model = swapped("qwen2", "random")[0]
     eos = qwen_tokenizer.eos_token_id
     calls = {"n": 0}
 
@@ -265,10 +283,13 @@ def test_generation_stops_at_new_eos(neox_to_qwen, neox_tokenizer, qwen_tokenize
             output[..., eos] += 1e4
         return output
 
-    model.get_output_embeddings().register_forward_hook(push_eos_on_fourth_step)
+    handle = model.get_output_embeddings().register_forward_hook(push_eos_on_fourth_step)
     prompt = torch.tensor([qwen_tokenizer("Hello, world", add_special_tokens=False)["input_ids"]])
-    with torch.no_grad():
-        generated = model.generate(prompt, max_new_tokens=20, do_sample=False)
+    try:
+        with torch.no_grad():
+            generated = model.generate(prompt, max_new_tokens=20, do_sample=False)
+    finally:
+        handle.remove()
     new_tokens = generated[0, prompt.shape[1] :].tolist()
     assert len(new_tokens) == 4 and new_tokens[-1] == eos
     assert all(token < len(qwen_tokenizer) for token in new_tokens)
@@ -378,8 +399,8 @@ def test_baselines_statistics():
     torch.testing.assert_close(sampled[100:].mean(0), source.mean(0), atol=0.15, rtol=0)
     torch.testing.assert_close(sampled[100:].std(0), source.std(0), atol=0, rtol=0.1)
     permuted = get_init_method("random_permutation").initialize(source, alignment, generator=torch.Generator().manual_seed(1))
-    distances = torch.cdist(permuted[100:200], source).min(1).values
-    assert float(distances.max()) == 0.0  # every row is some source row
+    is_source_row = (permuted[100:300, None, :] == source[None]).all(-1).any(-1)
+    assert bool(is_source_row.all())  # every new row is a copy of some source row
     random_rows = get_init_method("random").initialize(source, alignment, generator=torch.Generator().manual_seed(1),
                                                       initializer_range=0.02)
     assert abs(float(random_rows[100:].std()) - 0.02) < 0.002

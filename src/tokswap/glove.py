@@ -237,10 +237,13 @@ class _AdaGradRows:
 
     @staticmethod
     def _step(param, gradsq, gradient, learning_rate, clip):
-        # C tool: temp = eta * clip(g); param -= temp / sqrt(gradsq); gradsq += temp^2.
+        # The C tool's scaling: temp = eta * clip(g), gradsq accumulates temp^2. It divides by the
+        # squared gradients *before* adding temp^2; with a gradient summed over a batch (a frequent
+        # token's bias gets thousands of same-sign terms) that first step explodes, so the current
+        # gradient is added first, as in standard AdaGrad, which bounds every step.
         scaled = gradient.clamp_(-clip, clip).mul_(learning_rate)
-        param.addcdiv_(scaled, gradsq.sqrt(), value=-1.0)
         gradsq.addcmul_(scaled, scaled)
+        param.addcdiv_(scaled, gradsq.sqrt(), value=-1.0)
 
     def update(self, rows, weight_rows, weight_grad, bias_grad, learning_rate, clip):
         gradsq = self.weight_gradsq.index_select(0, rows)
@@ -267,14 +270,25 @@ def _row_pointers(sorted_rows: torch.Tensor, num_rows: int) -> torch.Tensor:
     return crow
 
 
-def _train_batch(words, contexts, rows, cols, log_counts, weights, config) -> float:
+def _compact_ids(ids: torch.Tensor, num_tokens: int):
+    """The sorted distinct values of `ids` and the position of each entry among them.
+
+    A bincount over the vocabulary replaces a sort (torch.unique sorts, which dominates on a CPU).
+    """
+    present = torch.bincount(ids, minlength=num_tokens) > 0
+    distinct = torch.nonzero(present).squeeze(1)
+    position = torch.cumsum(present, 0) - 1
+    return distinct, position[ids]
+
+
+def _train_batch(words, contexts, rows, cols, log_counts, weights, num_tokens, config) -> float:
     """One AdaGrad step on a batch of distinct pairs; returns the batch's summed cost."""
-    word_ids, word_index = torch.unique(rows, sorted=True, return_inverse=True)
-    context_ids, context_index = torch.unique(cols, sorted=True, return_inverse=True)
+    word_ids, word_index = _compact_ids(rows, num_tokens)
+    context_ids, context_index = _compact_ids(cols, num_tokens)
     num_words, num_contexts = word_ids.numel(), context_ids.numel()
 
-    # Order the pairs by (word, context): the batch becomes a CSR matrix over its unique rows.
-    order = torch.argsort(word_index * num_contexts + context_index)
+    # Order the pairs by (word, context): the batch becomes a CSR matrix over its distinct rows.
+    order = _argsort(word_index * num_contexts + context_index)
     word_index, context_index = word_index[order], context_index[order]
     log_counts, weights = log_counts[order], weights[order]
     crow = _row_pointers(word_index, num_words)
@@ -290,9 +304,11 @@ def _train_batch(words, contexts, rows, cols, log_counts, weights, config) -> fl
 
     # Summed gradients: d/dw_i = sum_j fdiff_ij c_j ; d/dc_j = sum_i fdiff_ij w_i.
     word_grad = _csr(crow, context_index, weighted_diff, (num_words, num_contexts)) @ context_rows
-    by_context = torch.argsort(context_index * num_words + word_index)
+    by_context = _argsort(context_index * num_words + word_index)
     context_crow = _row_pointers(context_index[by_context], num_contexts)
-    context_grad = _csr(context_crow, word_index[by_context], weighted_diff[by_context], (num_contexts, num_words)) @ word_rows
+    context_grad = (
+        _csr(context_crow, word_index[by_context], weighted_diff[by_context], (num_contexts, num_words)) @ word_rows
+    )
     word_bias_grad = torch.zeros(num_words, dtype=diff.dtype, device=diff.device).index_add_(0, word_index, weighted_diff)
     context_bias_grad = torch.zeros(num_contexts, dtype=diff.dtype, device=diff.device).index_add_(
         0, context_index, weighted_diff
@@ -301,6 +317,14 @@ def _train_batch(words, contexts, rows, cols, log_counts, weights, config) -> fl
     words.update(word_ids, word_rows, word_grad, word_bias_grad, config.learning_rate, config.grad_clip)
     contexts.update(context_ids, context_rows, context_grad, context_bias_grad, config.learning_rate, config.grad_clip)
     return float(cost)
+
+
+def _argsort(keys: torch.Tensor) -> torch.Tensor:
+    # numpy's sort is several times faster than torch.argsort on a CPU; keys are distinct, so
+    # the order is unique and deterministic either way.
+    if keys.device.type == "cpu":
+        return torch.from_numpy(np.argsort(keys.numpy()))
+    return torch.argsort(keys)
 
 
 def train_glove(
@@ -375,7 +399,7 @@ def train_glove(
                     weights = (batch_counts / config.x_max).pow_(config.alpha).clamp_(max=1.0)
                     total_cost += _train_batch(
                         words, contexts, rows[index].long(), cols[index].long(),
-                        batch_counts.log(), weights, config,
+                        batch_counts.log(), weights, token_ids.size, config,
                     )
                     bar.update(1)
                 cost = total_cost / num_pairs

@@ -393,7 +393,7 @@ def find_prebuilt_alignment(
             local_files_only=local_only,
         )
         alignment = TokenAlignment.from_pretrained(folder)
-        alignment.verify(source_tokenizer, target_tokenizer)
+        _verify_fingerprints(alignment, source_fp, target_fp, source_tokenizer, target_tokenizer)
     except (RepositoryNotFoundError, RevisionNotFoundError):
         logger.info("No prebuilt alignment for %s -> %s on the Hub (%s); computing it.",
                     source_fp["name_or_path"], target_fp["name_or_path"], where)
@@ -415,6 +415,21 @@ def find_prebuilt_alignment(
     alignment.config["hub"] = {"repo_id": repo_id, "revision": use_revision or "main", "found_by": how}
     logger.info("Using the prebuilt alignment %s (%s) instead of computing one.", where, how)
     return alignment
+
+
+def _verify_fingerprints(alignment, source_fp, target_fp, source_tokenizer, target_tokenizer) -> None:
+    """`alignment.verify`, reusing fingerprints already computed (hashing a 150k vocabulary takes ~0.5 s)."""
+    for side, fingerprint in (("source", source_fp), ("target", target_fp)):
+        recorded = alignment.config.get(f"{side}_tokenizer", {}).get("vocab_hash")
+        if recorded and recorded != fingerprint["vocab_hash"]:
+            alignment.verify(source_tokenizer, target_tokenizer)  # raises, with the canonical message
+    if not alignment.source_fingerprint.get("vocab_hash") or not alignment.target_fingerprint.get("vocab_hash"):
+        alignment.verify(source_tokenizer, target_tokenizer)  # warns that it cannot be checked
+    elif alignment.num_target_rows < target_fp["vocab_size"]:
+        raise AlignmentError(
+            f"The alignment covers {alignment.num_target_rows} target rows but the target tokenizer has "
+            f"{target_fp['vocab_size']} tokens."
+        )
 
 
 # ---------------------------------------------------------------------------------------- push helpers
@@ -469,6 +484,35 @@ def assert_no_secret(folder: Union[str, os.PathLike], token: Optional[Union[str,
             )
 
 
+def _redact_local_paths(value):
+    """Replace absolute local paths in JSON-like data by their last component.
+
+    Tokenizer and model names are often local folders (`/home/alice/.cache/...`); a public repo
+    should say `qwen2.5-v1`, not publish the uploader's file system layout.
+    """
+    if isinstance(value, dict):
+        return {key: _redact_local_paths(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redact_local_paths(item) for item in value]
+    if isinstance(value, str) and len(value) > 1 and "\n" not in value and (os.path.isabs(value) or value.startswith("~")):
+        return Path(value.rstrip("/\\")).name or value
+    return value
+
+
+def _redact_json_file(path: Path) -> None:
+    """Rewrite a staged JSON file without local paths (unlinking first: staged files are hard links)."""
+    if not path.is_file():
+        return
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return
+    redacted = _redact_local_paths(data)
+    if redacted != data:
+        path.unlink()
+        path.write_text(json.dumps(redacted, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def _create_repo_and_branch(api, repo_id: str, private: Optional[bool], revision: Optional[str]) -> None:
     api.create_repo(repo_id, private=private, exist_ok=True)
     if revision and revision != "main":
@@ -514,11 +558,16 @@ def push_alignment(
         )
     repo_id = _qualify(repo_id, namespace) if repo_id else alignment_repo_id(source_fp, target_fp, namespace)
     api = _hf_api(token=token, endpoint=alignment_endpoint())
+    public = TokenAlignment(
+        target_to_source=alignment.target_to_source, scores=alignment.scores, row_sources=alignment.row_sources,
+        fallback_indptr=alignment.fallback_indptr, fallback_indices=alignment.fallback_indices,
+        config=_redact_local_paths({k: v for k, v in alignment.config.items() if k != "hub"}),
+    )
     with tempfile.TemporaryDirectory(prefix="tokswap-push-alignment-") as tmp:
         folder = Path(tmp) / "alignment"
-        alignment.save_pretrained(folder)
+        public.save_pretrained(folder)
         digest = sha256_file(folder / ALIGNMENT_WEIGHTS_NAME)
-        card = cards.render_alignment_card(alignment, repo_id=repo_id, alignment_sha256=digest)
+        card = cards.render_alignment_card(public, repo_id=repo_id, alignment_sha256=digest)
         card.save(str(folder / CARD_NAME))
         assert_no_secret(folder, token)
         _create_repo_and_branch(api, repo_id, private, revision)
@@ -614,6 +663,8 @@ def push_model_folder(
         staging = Path(tmp) / "model"
         _stage_folder(folder, staging)
         _ensure_generation_config(staging)
+        for name in (TOKSWAP_CONFIG_NAME, f"{ALIGNMENT_SUBFOLDER}/{ALIGNMENT_CONFIG_NAME}"):
+            _redact_json_file(staging / name)
         if not (staging / CARD_NAME).is_file():
             card = cards.render_model_card_from_folder(staging, repo_id=repo_id, **(card_kwargs or {}))
             card.save(str(staging / CARD_NAME))

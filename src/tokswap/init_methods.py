@@ -23,6 +23,7 @@ For every method but `tokalign`, tokens that both vocabularies share (alignment 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import ClassVar, Optional
 
 import numpy as np
@@ -107,16 +108,25 @@ def mean_of_pieces(
         stop = min(start + CHUNK_ROWS, len(rows))
         chunk_rows, chunk_lengths = rows[start:stop], lengths[start:stop]
         pieces = indices[indptr[start] : indptr[stop]]
-        if len(pieces):
-            segment = np.repeat(np.arange(stop - start), chunk_lengths)
-            sums = torch.zeros(stop - start, source_weight.shape[1], dtype=torch.float32, device=device)
-            sums.index_add_(0, _as_index(segment, device), source_weight.index_select(0, _as_index(pieces, device)).float())
-            counts = torch.from_numpy(np.maximum(chunk_lengths, 1).astype(np.float32)).to(device).unsqueeze(1)
-            means = (sums / counts).to(out.dtype)
-            has = chunk_lengths > 0
-            out[_as_index(chunk_rows[has], device)] = means[torch.from_numpy(has).to(device)]
-        if empty_value is not None and (chunk_lengths == 0).any():
-            out[_as_index(chunk_rows[chunk_lengths == 0], device)] = empty_value.to(out.dtype)
+        has = chunk_lengths > 0
+        if has.any():
+            # The chunk's means as one sparse [rows x used-source-rows] @ dense product (weights
+            # 1/len), over only the source rows this chunk uses, gathered once in float32.
+            used, local = np.unique(pieces, return_inverse=True)
+            weights = np.repeat(1.0 / np.maximum(chunk_lengths, 1), chunk_lengths).astype(np.float32)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
+                averaging = torch.sparse_csr_tensor(
+                    torch.from_numpy(indptr[start : stop + 1] - indptr[start]),
+                    torch.from_numpy(local.astype(np.int64).reshape(-1)),
+                    torch.from_numpy(weights),
+                    size=(stop - start, len(used)),
+                    device=device,
+                )
+                means = averaging @ source_weight.index_select(0, _as_index(used, device)).float()
+            out[_as_index(chunk_rows[has], device)] = means[torch.from_numpy(has).to(device)].to(out.dtype)
+        if empty_value is not None and not has.all():
+            out[_as_index(chunk_rows[~has], device)] = empty_value.to(out.dtype)
 
 
 def token_texts(tokenizer, ids: np.ndarray) -> list[str]:
@@ -245,15 +255,13 @@ class TokAlignInit(InitMethod):
         out = source_weight.index_select(0, _as_index(alignment.target_to_source, device))
         fallback = np.flatnonzero(alignment.row_sources == RowSource.FALLBACK)
         if len(fallback):
-            starts, stops = alignment.fallback_indptr[fallback], alignment.fallback_indptr[fallback + 1]
-            lengths = stops - starts
+            all_lengths = np.diff(alignment.fallback_indptr)
+            lengths = all_lengths[fallback]
             indptr = np.zeros(len(fallback) + 1, dtype=np.int64)
             np.cumsum(lengths, out=indptr[1:])
-            indices = (
-                np.concatenate([alignment.fallback_indices[a:b] for a, b in zip(starts, stops)])
-                if indptr[-1]
-                else np.zeros(0, dtype=np.int64)
-            )
+            is_fallback = alignment.row_sources == RowSource.FALLBACK
+            owner = np.repeat(np.arange(alignment.num_target_rows), all_lengths)
+            indices = alignment.fallback_indices[is_fallback[owner]]  # CSR order is row order
             # A FALLBACK row with no pieces keeps its target_to_source row.
             mean_of_pieces(source_weight, fallback, indptr, indices, out)
         return out

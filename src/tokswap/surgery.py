@@ -12,7 +12,6 @@ memory is the swapped model plus the smaller of the old matrices.
 
 from __future__ import annotations
 
-import gc
 import math
 from typing import Optional
 
@@ -148,7 +147,9 @@ def _new_matrix(method, source_weight, alignment, padding_rows, init_kwargs, see
             )
         new = new.to(dtype=source_weight.dtype, device=source_weight.device)
         if len(padding_rows):
-            real_rows = np.setdiff1d(np.arange(new.shape[0]), padding_rows)
+            real = np.ones(new.shape[0], dtype=bool)
+            real[padding_rows] = False
+            real_rows = np.flatnonzero(real)
             total = torch.zeros(new.shape[1], dtype=torch.float64, device=new.device)
             for start in range(0, len(real_rows), 8192):  # chunked: no full-size float64 copy
                 chunk = torch.from_numpy(real_rows[start : start + 8192]).to(new.device)
@@ -262,7 +263,6 @@ def swap_vocabulary(
             output_embeddings.out_features = num_rows
     else:
         del old_input
-        gc.collect()
         old_output = output_embeddings.weight
         requires_grad_out = old_output.requires_grad
         new_output = _new_matrix(method, old_output.detach(), aligned, padding_rows, init_kwargs, seed)
@@ -272,7 +272,6 @@ def swap_vocabulary(
     if isinstance(bias, torch.Tensor):
         new_bias = _new_matrix(method, bias.detach().unsqueeze(1), aligned, padding_rows, init_kwargs, seed)
         output_embeddings.bias = nn.Parameter(new_bias.squeeze(1).contiguous(), requires_grad=bias.requires_grad)
-    gc.collect()
 
     # Config, module attributes, generation config and tokens follow the target tokenizer.
     for view in views:

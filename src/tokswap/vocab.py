@@ -77,6 +77,24 @@ def _walk(node) -> list:
     return found
 
 
+_MEMO: dict = {}
+
+
+def _memo(tokenizer, what: str, compute):
+    """Per-tokenizer-object cache: serializing a 262k-token tokenizer to JSON takes seconds, and the
+    pipeline asks the same object several times. Keyed by identity, checked against the size."""
+    size = _backend(tokenizer).get_vocab_size(True)
+    key = (id(tokenizer), what)
+    hit = _MEMO.get(key)
+    if hit is not None and hit[0] is tokenizer and hit[1] == size:
+        return hit[2]
+    value = compute()
+    if len(_MEMO) >= 32:
+        _MEMO.pop(next(iter(_MEMO)))
+    _MEMO[key] = (tokenizer, size, value)
+    return value
+
+
 def tokenizer_scheme(tokenizer) -> dict:
     """How a tokenizer writes text into tokens, read from its backend JSON.
 
@@ -85,6 +103,10 @@ def tokenizer_scheme(tokenizer) -> dict:
         `metaspace` (`▁` stands for a space), `byte_fallback` (`<0xNN>` tokens are bytes) and
         `continuing_subword_prefix` (WordPiece's `##`, or None).
     """
+    return dict(_memo(tokenizer, "scheme", lambda: _scheme(tokenizer)))
+
+
+def _scheme(tokenizer) -> dict:
     spec = json.loads(_backend(tokenizer).to_str())
     model = spec.get("model") or {}
     parts = _walk(spec.get("decoder")) + _walk(spec.get("pre_tokenizer")) + _walk(spec.get("normalizer"))
@@ -117,6 +139,10 @@ def _byte_fallback_value(token: str) -> Optional[int]:
 
 
 def _vocab_by_id(tokenizer) -> list:
+    return _memo(tokenizer, "vocab_by_id", lambda: _compute_vocab_by_id(tokenizer))
+
+
+def _compute_vocab_by_id(tokenizer) -> list:
     backend = _backend(tokenizer)
     vocab = backend.get_vocab(with_added_tokens=True)
     size = max(vocab.values()) + 1 if vocab else 0
@@ -124,9 +150,6 @@ def _vocab_by_id(tokenizer) -> list:
     for token, idx in vocab.items():
         tokens[idx] = token
     return tokens
-
-
-_TOKEN_BYTES_CACHE: dict = {}
 
 
 def token_bytes(tokenizer) -> list:
@@ -146,10 +169,10 @@ def token_bytes(tokenizer) -> list:
     Raises:
         AlignmentError: the tokenizer is not a fast tokenizer, or none of its tokens decodes.
     """
-    # Decoding a 262k vocabulary takes a second; the pipeline asks several times for the same object.
-    cached = _TOKEN_BYTES_CACHE.get(id(tokenizer))
-    if cached is not None and cached[0] is tokenizer and cached[1] == _backend(tokenizer).get_vocab_size(True):
-        return cached[2]
+    return _memo(tokenizer, "token_bytes", lambda: _compute_token_bytes(tokenizer))
+
+
+def _compute_token_bytes(tokenizer) -> list:
     scheme = tokenizer_scheme(tokenizer)
     tokens = _vocab_by_id(tokenizer)
     table = _byte_level_decoder_table()
@@ -188,9 +211,6 @@ def token_bytes(tokenizer) -> list:
             f"None of the {len(result)} tokens of {getattr(tokenizer, 'name_or_path', 'this tokenizer')!r} "
             "decodes to bytes; tokswap needs a BPE, Unigram or WordPiece tokenizer with a tokenizer.json."
         )
-    if len(_TOKEN_BYTES_CACHE) >= 8:
-        _TOKEN_BYTES_CACHE.pop(next(iter(_TOKEN_BYTES_CACHE)))
-    _TOKEN_BYTES_CACHE[id(tokenizer)] = (tokenizer, _backend(tokenizer).get_vocab_size(True), result)
     return result
 
 

@@ -1,0 +1,220 @@
+"""`TokenizerSwapper`: loading, alignment resolution, save/load round trip, CLI, delegation."""
+
+import json
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from tokswap.alignment import AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
+from tokswap.init_methods import UnknownInitMethodError, source_pieces
+from tokswap.swapper import SwapperError, TokenizerSwapper
+
+transformers = pytest.importorskip("transformers")
+from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+
+TEXT = "The quick brown fox jumps over the lazy dog. Всем привет! 你好，世界。 def f(x): return x * 2"
+
+
+def _tokenizer(name):
+    assets = pytest.importorskip("tokswap.assets")
+    try:
+        return assets.load_tokenizer(name)
+    except Exception as err:  # offline without the cached asset
+        pytest.skip(f"tokenizer asset {name} unavailable: {err}")
+
+
+def _alignment(source_tokenizer, target_tokenizer) -> TokenAlignment:
+    """Identical token strings map directly; the rest are FALLBACK rows over their source pieces."""
+    source_vocab = source_tokenizer.get_vocab()
+    n = len(target_tokenizer)
+    target_to_source = np.zeros(n, dtype=np.int64)
+    codes = np.full(n, RowSource.FALLBACK, dtype=np.int8)
+    for token, target_id in target_tokenizer.get_vocab().items():
+        if token in source_vocab and target_id < n:
+            target_to_source[target_id] = source_vocab[token]
+            codes[target_id] = RowSource.IDENTICAL
+    fallback = np.flatnonzero(codes == RowSource.FALLBACK)
+    piece_indptr, pieces = source_pieces(source_tokenizer, target_tokenizer, fallback, len(source_tokenizer))
+    lengths = np.zeros(n, dtype=np.int64)
+    lengths[fallback] = np.diff(piece_indptr)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    return TokenAlignment(
+        target_to_source=target_to_source, row_sources=codes, fallback_indptr=indptr, fallback_indices=pieces,
+        config={"source_tokenizer": tokenizer_fingerprint(source_tokenizer),
+                "target_tokenizer": tokenizer_fingerprint(target_tokenizer)},
+    )
+
+
+@pytest.fixture(scope="module")
+def source_dir(tmp_path_factory):
+    """A tiny untied Llama saved with the GPT-NeoX tokenizer: a local 'source model' folder."""
+    tokenizer = _tokenizer("gpt-neox")
+    config = transformers.LlamaConfig(
+        vocab_size=50304, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, tie_word_embeddings=False, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    folder = tmp_path_factory.mktemp("source-model")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def target_dir():
+    assets = pytest.importorskip("tokswap.assets")
+    try:
+        return assets.tokenizer_path("qwen2.5")
+    except Exception as err:
+        pytest.skip(f"tokenizer asset qwen2.5 unavailable: {err}")
+
+
+@pytest.fixture(scope="module")
+def alignment_dir(source_dir, target_dir, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("alignment") / "neox-qwen"
+    _alignment(AutoTokenizer.from_pretrained(source_dir), AutoTokenizer.from_pretrained(target_dir)).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def swapper(source_dir, target_dir, alignment_dir):
+    return TokenizerSwapper.from_pretrained(str(source_dir), str(target_dir), alignment=str(alignment_dir))
+
+
+def _logits(model, tokenizer, text=TEXT):
+    ids = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        return model(ids).logits
+
+
+def test_from_pretrained_attributes(swapper, source_dir, target_dir):
+    assert swapper.source_model_id == str(source_dir)
+    assert swapper.init_method == "tokalign"
+    assert len(swapper.tokenizer) == 151665
+    assert swapper.model.config.vocab_size == 151680
+    assert swapper.alignment.num_target_rows == 151665  # the pair's alignment, not the padded copy
+    assert tokenizer_fingerprint(swapper.source_tokenizer)["vocab_size"] == 50277
+    record = swapper.swap_record
+    assert record["alignment"]["origin"] == "loaded"
+    assert record["padded_vocab_size"] == 151680 and record["source_vocab_size"] == 50304
+    assert record["alignment"]["row_source_counts"]["identical"] > 10_000
+    assert record["tied_embeddings"] is False
+    assert swapper.model.generation_config.eos_token_id == swapper.tokenizer.eos_token_id
+    assert "TokenizerSwapper(" in repr(swapper)
+
+
+def test_save_pretrained_is_a_plain_transformers_folder(swapper, tmp_path):
+    out = tmp_path / "swapped"
+    swapper.save_pretrained(out)
+    assert (out / "config.json").is_file() and (out / "tokswap_config.json").is_file()
+    assert (out / "alignment" / "alignment.safetensors").is_file()
+    assert not list(tmp_path.glob(".swapped.tmp-*"))  # the temporary folder was renamed away
+    model = AutoModelForCausalLM.from_pretrained(out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert len(tokenizer) == len(swapper.tokenizer) and tokenizer.chat_template == swapper.tokenizer.chat_template
+    assert model.config.vocab_size == 151680
+    assert model.generation_config.eos_token_id == tokenizer.eos_token_id
+    assert torch.equal(_logits(model, tokenizer), _logits(swapper.model, swapper.tokenizer))
+    record = json.loads((out / "tokswap_config.json").read_text())
+    assert record["init_method"] == "tokalign" and record["source_model"] == swapper.source_model_id
+
+    reloaded = TokenizerSwapper.load(out)
+    assert reloaded.alignment.num_target_rows == swapper.alignment.num_target_rows
+    assert np.array_equal(reloaded.alignment.target_to_source, swapper.alignment.target_to_source)
+    assert reloaded.swap_record["padded_vocab_size"] == 151680
+    again = TokenizerSwapper.from_pretrained(str(out))  # a swapped folder without a target reloads
+    assert torch.equal(_logits(again.model, again.tokenizer), _logits(swapper.model, swapper.tokenizer))
+
+
+def test_same_tokenizer_uses_identity_and_keeps_logits(source_dir):
+    reference = AutoModelForCausalLM.from_pretrained(source_dir)
+    tokenizer = AutoTokenizer.from_pretrained(source_dir)
+    swapped = TokenizerSwapper.from_pretrained(str(source_dir), str(source_dir))
+    assert swapped.swap_record["alignment"]["origin"] == "identity"
+    n = len(tokenizer)
+    assert torch.equal(_logits(swapped.model, tokenizer)[..., :n], _logits(reference, tokenizer)[..., :n])
+
+
+def test_alignment_resolution_order(source_dir, target_dir, alignment_dir, monkeypatch):
+    prebuilt = TokenAlignment.from_pretrained(alignment_dir)
+    prebuilt.config["hub"] = {"repo_id": "tokswap/fake", "revision": "main"}
+    import tokswap.hub
+
+    monkeypatch.setattr(tokswap.hub, "find_prebuilt_alignment", lambda source, target: prebuilt)
+    swapped = TokenizerSwapper.from_pretrained(str(source_dir), str(target_dir), init_method="mean")
+    assert swapped.swap_record["alignment"]["origin"] == "prebuilt"
+    assert swapped.swap_record["alignment"]["repo_id"] == "tokswap/fake"
+    assert swapped.init_method == "mean"
+
+    calls = {}
+
+    def fake_align(source, target, corpus=None, config=None):
+        calls["args"] = (corpus, config)
+        return TokenAlignment.from_pretrained(alignment_dir)
+
+    monkeypatch.setattr(tokswap.hub, "find_prebuilt_alignment", lambda source, target: None)
+    monkeypatch.setitem(sys.modules, "tokswap.aligner", types.SimpleNamespace(align_tokenizers=fake_align))
+    swapped = TokenizerSwapper.from_pretrained(str(source_dir), str(target_dir), corpus=["some text"],
+                                               alignment_config={"dim": 8})
+    assert swapped.swap_record["alignment"]["origin"] == "computed"
+    assert calls["args"] == (["some text"], {"dim": 8})
+
+
+def test_errors(source_dir, target_dir, alignment_dir):
+    with pytest.raises(UnknownInitMethodError, match="Known init methods"):
+        TokenizerSwapper.from_pretrained(str(source_dir), str(target_dir), alignment=str(alignment_dir),
+                                         init_method="nope")
+    with pytest.raises(SwapperError, match="No target tokenizer"):
+        TokenizerSwapper.from_pretrained(str(source_dir))
+    with pytest.raises(AlignmentError, match="target tokenizer"):  # alignment of another pair
+        TokenizerSwapper.from_pretrained(str(source_dir), str(source_dir), alignment=str(alignment_dir))
+    with pytest.raises(SwapperError, match="tokswap_config.json"):
+        TokenizerSwapper.load(source_dir)
+
+
+def test_train_and_distill_delegate(swapper, monkeypatch):
+    import tokswap.training
+
+    seen = {}
+
+    def fake_adapt(model, tokenizer, dataset, config=None, **kwargs):
+        seen["adapt"] = (model, tokenizer, dataset, config)
+        return types.SimpleNamespace(model=model)
+
+    def fake_distill(model, tokenizer, teacher, dataset, config=None, **kwargs):
+        seen["distill"] = (model, tokenizer, teacher, dataset, config)
+        return types.SimpleNamespace(model=model)
+
+    monkeypatch.setattr(tokswap.training, "adapt_vocabulary", fake_adapt)
+    monkeypatch.setitem(sys.modules, "tokswap.distillation", types.SimpleNamespace(distill=fake_distill))
+    before = len(swapper.swap_record["training"])
+    swapper.train(["text"], config=None)
+    swapper.distill(["text"], teacher="teacher-model")
+    assert seen["adapt"][:3] == (swapper.model, swapper.tokenizer, ["text"])
+    assert seen["distill"][:4] == (swapper.model, swapper.tokenizer, "teacher-model", ["text"])
+    assert [run["kind"] for run in swapper.swap_record["training"][before:]] == ["adapt_vocabulary", "distill"]
+    del swapper.swap_record["training"][before:]
+
+
+def test_cli_swap(source_dir, target_dir, alignment_dir, tmp_path, capsys):
+    from tokswap.cli import main
+
+    out = tmp_path / "cli-out"
+    code = main(["swap", str(source_dir), str(target_dir), "--output", str(out), "--alignment", str(alignment_dir),
+                 "--init-method", "random_permutation", "--pad-to-multiple-of", "128"])
+    assert code == 0
+    assert "Saved LlamaForCausalLM" in capsys.readouterr().out
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert model.config.vocab_size == 151680 and json.loads((out / "tokswap_config.json").read_text())["init_method"] == "random_permutation"
+    # A user error (alignment of another pair) is exit code 2 with a message, not a traceback.
+    assert main(["swap", str(source_dir), str(source_dir), "--output", str(tmp_path / "x"),
+                 "--alignment", str(alignment_dir)]) == 2
+    assert "error" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["swap", str(source_dir), str(target_dir), "--output", str(tmp_path / "y"), "--init-method", "nope"])
