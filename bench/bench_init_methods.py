@@ -111,16 +111,17 @@ def alignment_dir(target: str) -> Path:
     return cache_dir("bench", "alignments") / f"smollm2-{target}"
 
 
-def get_alignment(source_tok, target_tok, target: str, train_texts):
+def get_alignment(source_tok, target_tok, target: str, train_texts, glove_dim: int = 300, glove_iterations: int = 15):
     from tokswap.alignment import TokenAlignment
 
-    folder = alignment_dir(target)
+    folder = alignment_dir(target).with_name(f"smollm2-{target}-d{glove_dim}-it{glove_iterations}")
     if (folder / "alignment_config.json").is_file():
         return TokenAlignment.from_pretrained(folder), 0.0
     from tokswap.aligner import AlignmentConfig, align_tokenizers
 
     started = time.perf_counter()
-    alignment = align_tokenizers(source_tok, target_tok, corpus=train_texts, config=AlignmentConfig())
+    config = AlignmentConfig(dim=glove_dim, iterations=glove_iterations)
+    alignment = align_tokenizers(source_tok, target_tok, corpus=train_texts, config=config)
     alignment.save_pretrained(folder)
     return alignment, time.perf_counter() - started
 
@@ -146,6 +147,8 @@ def main(argv=None) -> int:
     parser.add_argument("--methods", nargs="+", default=None)
     parser.add_argument("--heldout-bytes", type=int, default=2000)
     parser.add_argument("--corpus-bytes", type=int, default=4_000_000)
+    parser.add_argument("--glove-dim", type=int, default=300, help="GloVe size (paper: 300)")
+    parser.add_argument("--glove-iterations", type=int, default=15, help="GloVe epochs (paper: 15)")
     parser.add_argument("--align-only", action="store_true")
     parser.add_argument("--output", default="bench/results/init_methods.json")
     args = parser.parse_args(argv)
@@ -165,7 +168,7 @@ def main(argv=None) -> int:
     alignments = {}
     for target in args.targets:
         target_tok = assets.load_tokenizer(target)
-        alignment, seconds = get_alignment(source_tok, target_tok, target, train)
+        alignment, seconds = get_alignment(source_tok, target_tok, target, train, args.glove_dim, args.glove_iterations)
         alignments[target] = (alignment, target_tok)
         print(f"alignment smollm2 -> {target}: {alignment.counts_by_row_source()} "
               f"({'computed in %.0f s' % seconds if seconds else 'cached'}) metrics: "

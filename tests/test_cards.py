@@ -153,3 +153,12 @@ def test_model_card_from_the_swappers_record(tmp_path):
     assert "lora_r" not in text and "output_dir" not in text
     assert "token-level distillation from teacher `Qwen/Qwen2.5-0.5B`: max_steps=50, temperature=1" in text
     assert "tokswap-alignments/smollm2_to_qwen2.5" in text
+
+
+def test_asset_names_become_hub_base_models(tmp_path):
+    folder = write_model_folder(tmp_path / "m")
+    config = json.loads((folder / "tokswap_config.json").read_text())
+    config["source_model_id"] = "smollm2-135m"  # a tokswap asset name
+    (folder / "tokswap_config.json").write_text(json.dumps(config))
+    meta = ModelCard(str(cards.render_model_card_from_folder(folder, "me/x"))).data.to_dict()
+    assert meta["base_model"] == "HuggingFaceTB/SmolLM2-135M-Instruct"

@@ -116,6 +116,17 @@ def _public_name(name: Optional[str]) -> Optional[str]:
     return name
 
 
+def _hub_id_of_asset(name: Optional[str]) -> Optional[str]:
+    """tokswap asset names (`smollm2-135m`) stand for a Hub model; the card's `base_model` names that model."""
+    if not name or not isinstance(name, str) or "/" in name or os.sep in name:
+        return name
+    try:
+        from .assets import ASSET_HUB_IDS
+    except ImportError:  # pragma: no cover - assets is part of tokswap
+        return name
+    return ASSET_HUB_IDS.get(name.lower(), name)
+
+
 def _is_hub_id(name: Optional[str]) -> bool:
     """`org/name` that is not a local path: something the Hub's `base_model` can point to."""
     if not name or not isinstance(name, str):
@@ -324,7 +335,7 @@ def render_model_card(
     target_fp = alignment_config.get("target_tokenizer") or _dict(record.get("target_tokenizer"))
     alignment_record = _dict(record.get("alignment"))
 
-    base_model = _first(tokswap_config, "source_model_id", "source_model", "base_model", default=None)
+    base_model = _hub_id_of_asset(_first(tokswap_config, "source_model_id", "source_model", "base_model", default=None))
     source_tokenizer = _first(tokswap_config, "source_tokenizer", "source_tokenizer_id", default=None)
     target_tokenizer = _first(tokswap_config, "target_tokenizer_id", "target_tokenizer", default=None)
     if isinstance(source_tokenizer, dict):

@@ -281,8 +281,8 @@ def _compact_ids(ids: torch.Tensor, num_tokens: int):
     return distinct, position[ids]
 
 
-def _train_batch(words, contexts, rows, cols, log_counts, weights, num_tokens, config) -> float:
-    """One AdaGrad step on a batch of distinct pairs; returns the batch's summed cost."""
+def _train_batch(words, contexts, rows, cols, log_counts, weights, num_tokens, config) -> torch.Tensor:
+    """One AdaGrad step on a batch of distinct pairs; returns the batch's summed cost (float64, on device)."""
     word_ids, word_index = _compact_ids(rows, num_tokens)
     context_ids, context_index = _compact_ids(cols, num_tokens)
     num_words, num_contexts = word_ids.numel(), context_ids.numel()
@@ -316,7 +316,7 @@ def _train_batch(words, contexts, rows, cols, log_counts, weights, num_tokens, c
 
     words.update(word_ids, word_rows, word_grad, word_bias_grad, config.learning_rate, config.grad_clip)
     contexts.update(context_ids, context_rows, context_grad, context_bias_grad, config.learning_rate, config.grad_clip)
-    return float(cost)
+    return cost
 
 
 def _argsort(keys: torch.Tensor) -> torch.Tensor:
@@ -355,25 +355,28 @@ def train_glove(
         )
     device = _resolve_device(config.device)
     dtype = getattr(torch, config.dtype)
-    rows_np, cols_np, counts_np = cooc.to_triples()
+    csr = cooc.matrix
+    if csr.data.size and not (csr.data > 0).all():
+        raise GloveError("Co-occurrence values must be positive (log X is fitted); drop zero or negative entries.")
+    num_pairs = int(csr.nnz)
+    row_lengths = np.diff(csr.indptr)
 
     # Only tokens that appear in some pair get parameters: compact their ids to 0..n-1.
-    trained = np.zeros(cooc.vocab_size, dtype=bool)
-    trained[rows_np] = True
-    trained[cols_np] = True
+    trained = row_lengths > 0
+    trained[csr.indices] = True
     token_ids = np.flatnonzero(trained)
     compact = np.full(cooc.vocab_size, -1, dtype=np.int32)
     compact[token_ids] = np.arange(token_ids.size, dtype=np.int32)
-    num_pairs = rows_np.size
 
     generator = torch.Generator().manual_seed(config.seed)
     with _torch_threads(config.num_threads):
         # Shuffle once (the C tool's `shuffle` step); each iteration then visits the pairs in a new
         # random order of small blocks, so batches differ between iterations at no memory cost.
-        permutation = torch.randperm(num_pairs, generator=generator)
-        rows = torch.from_numpy(compact[rows_np])[permutation].to(device)
-        cols = torch.from_numpy(compact[cols_np])[permutation].to(device)
-        counts = torch.from_numpy(counts_np)[permutation].to(device=device, dtype=dtype)
+        # The pairs are kept as int32, int32, float32 (12 bytes a pair), built one at a time.
+        permutation = torch.randperm(num_pairs, generator=generator, dtype=torch.int32)
+        rows = torch.from_numpy(np.repeat(compact[: csr.shape[0]], row_lengths))[permutation].to(device)
+        cols = torch.from_numpy(compact[csr.indices])[permutation].to(device)
+        counts = torch.from_numpy(csr.data.astype(np.float32, copy=False))[permutation].to(device=device, dtype=dtype)
         del permutation
 
         words = _AdaGradRows(token_ids.size, config.dim, generator, dtype, device)
@@ -390,7 +393,8 @@ def train_glove(
             for iteration in range(config.iterations):
                 started = time.perf_counter()
                 block_order = torch.randperm(num_blocks, generator=generator).to(device)
-                total_cost = 0.0
+                # Summed on the device: no host synchronization per batch on a GPU.
+                total_cost = torch.zeros((), dtype=torch.float64, device=device)
                 for batch_start in range(0, num_blocks, blocks_per_batch):
                     chosen = block_order[batch_start : batch_start + blocks_per_batch]
                     index = (chosen[:, None] * block + offsets).reshape(-1)
@@ -402,7 +406,7 @@ def train_glove(
                         batch_counts.log(), weights, token_ids.size, config,
                     )
                     bar.update(1)
-                cost = total_cost / num_pairs
+                cost = float(total_cost) / num_pairs
                 if not math.isfinite(cost):
                     raise GloveError(
                         f"GloVe diverged at iteration {iteration + 1} (cost {cost}); lower learning_rate or batch_size."
