@@ -7,7 +7,7 @@ reference. The TokAlign alignment is computed with `tokswap.aligner.align_tokeni
 built here from the offline assets, disjoint from the held-out text.
 
     python bench/bench_init_methods.py [--targets qwen2.5 llama3] [--heldout-bytes 2000]
-        [--methods tokalign random ...] [--corpus-bytes 4000000] [--output bench/results/init_methods.json]
+        [--methods tokalign random ...] [--corpus-bytes 4000000] [--output bench/results/init_methods.jsonl]
 
 Run `--align-only` first to compute (and cache) the alignments.
 """
@@ -111,6 +111,33 @@ def alignment_dir(target: str) -> Path:
     return cache_dir("bench", "alignments") / f"smollm2-{target}"
 
 
+def shared_rows_alignment(source_tok, target_tok):
+    """The alignment's shared rows only, built exactly as `tokswap.aligner.build_alignment` marks them
+    (byte-identical tokens -> IDENTICAL, special tokens by role -> SPECIAL), every other row FALLBACK.
+
+    The baselines (`random`, `random_permutation`, `mean`, `multivariate`, `fvt`, `focus`) read only
+    the shared rows of an alignment, so they can be scored before the GloVe alignment is ready.
+    """
+    import numpy as np
+
+    from tokswap.alignment import RowSource, TokenAlignment, tokenizer_fingerprint
+    from tokswap.vocab import identical_token_pairs, special_token_pairs
+
+    n = len(target_tok)
+    target_to_source = np.zeros(n, dtype=np.int64)
+    codes = np.full(n, RowSource.FALLBACK, dtype=np.int8)
+    identical = identical_token_pairs(source_tok, target_tok)
+    target_to_source[identical.target_ids] = identical.source_ids
+    codes[identical.target_ids] = RowSource.IDENTICAL
+    for target_id, source_id in special_token_pairs(source_tok, target_tok).items():
+        if source_id is not None and 0 <= int(target_id) < n:
+            target_to_source[int(target_id)] = int(source_id)
+            codes[int(target_id)] = RowSource.SPECIAL
+    return TokenAlignment(target_to_source, row_sources=codes, config={
+        "source_tokenizer": tokenizer_fingerprint(source_tok), "target_tokenizer": tokenizer_fingerprint(target_tok),
+        "method": "shared rows only (no GloVe)"})
+
+
 def get_alignment(source_tok, target_tok, target: str, train_texts, glove_dim: int = 300, glove_iterations: int = 15):
     from tokswap.alignment import TokenAlignment
 
@@ -150,9 +177,16 @@ def main(argv=None) -> int:
     parser.add_argument("--glove-dim", type=int, default=300, help="GloVe size (paper: 300)")
     parser.add_argument("--glove-iterations", type=int, default=15, help="GloVe epochs (paper: 15)")
     parser.add_argument("--align-only", action="store_true")
-    parser.add_argument("--output", default="bench/results/init_methods.json")
+    parser.add_argument("--shared-rows-only", action="store_true",
+                        help="baselines only, on the shared rows (no GloVe alignment needed)")
+    parser.add_argument("--skip-unswapped", action="store_true")
+    parser.add_argument("--table", action="store_true", help="print the markdown table of --output and exit")
+    parser.add_argument("--output", default="bench/results/init_methods.jsonl")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
+    if args.table:
+        print_table(load_rows(args.output))
+        return 0
 
     from transformers import AutoModelForCausalLM
 
@@ -168,7 +202,20 @@ def main(argv=None) -> int:
     alignments = {}
     for target in args.targets:
         target_tok = assets.load_tokenizer(target)
+        if target_tok.eos_token is None and "<|end_of_text|>" in target_tok.get_vocab():
+            # The packaged Llama-3 tokenizer has no special-token map; Meta-Llama-3-8B's are these.
+            target_tok.bos_token, target_tok.eos_token = "<|begin_of_text|>", "<|end_of_text|>"
+        if args.shared_rows_only:
+            alignments[target] = (shared_rows_alignment(source_tok, target_tok), target_tok)
+            print(f"shared rows smollm2 -> {target}: {alignments[target][0].counts_by_row_source()}", flush=True)
+            continue
         alignment, seconds = get_alignment(source_tok, target_tok, target, train, args.glove_dim, args.glove_iterations)
+        if target_tok.eos_token == "<|end_of_text|>":
+            # Same ids and tokens as the tokenizer the alignment was computed with; only the special-token
+            # map set above differs, which the vocabulary hash also covers: re-stamp it.
+            from tokswap.alignment import tokenizer_fingerprint
+
+            alignment.config["target_tokenizer"] = tokenizer_fingerprint(target_tok)
         alignments[target] = (alignment, target_tok)
         print(f"alignment smollm2 -> {target}: {alignment.counts_by_row_source()} "
               f"({'computed in %.0f s' % seconds if seconds else 'cached'}) metrics: "
@@ -178,19 +225,22 @@ def main(argv=None) -> int:
         return 0
 
     model_dir = assets.model_path("smollm2-135m")
-    results = {"heldout_bytes": {k: len(v.encode()) for k, v in heldout.items()}, "rows": []}
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
 
-    def record(label, model, tokenizer, seconds):
+    def record(label, model, tokenizer, seconds, **extra):
         t0 = time.perf_counter()
         scores = {domain: bits_per_byte(model, tokenizer, text) for domain, text in heldout.items()}
         row = {"model": label, "swap_seconds": round(seconds, 2), "eval_seconds": round(time.perf_counter() - t0, 1),
+               "heldout_bytes": {k: len(v.encode()) for k, v in heldout.items()}, **extra,
                **{k: round(v, 4) for k, v in scores.items()}}
-        results["rows"].append(row)
+        with open(args.output, "a", encoding="utf-8") as handle:  # one JSON line per model: runs add up
+            handle.write(json.dumps(row) + "\n")
         print(json.dumps(row), flush=True)
 
-    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    record("unswapped (SmolLM2 tokenizer)", base, source_tok, 0.0)
-    del base
+    if not args.skip_unswapped:
+        base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+        record("unswapped (SmolLM2 tokenizer)", base, source_tok, 0.0)
+        del base
     methods = args.methods or list(INIT_METHODS)
     for target, (alignment, target_tok) in alignments.items():
         for method in methods:
@@ -199,20 +249,24 @@ def main(argv=None) -> int:
             swapper = TokenizerSwapper.from_pretrained(
                 model, target_tok, alignment=alignment, init_method=method, source_tokenizer=source_tok
             )
-            record(f"{target} / {method}", swapper.model, target_tok, time.perf_counter() - t0)
+            record(f"{target} / {method}", swapper.model, target_tok, time.perf_counter() - t0,
+                   alignment=alignment.config.get("method", "tokalign (GloVe)"),
+                   row_source_counts=alignment.counts_by_row_source())
             del swapper, model
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.output, "w", encoding="utf-8") as handle:
-        json.dump(results, handle, indent=2)
-    print_table(results)
+    print_table(load_rows(args.output))
     return 0
 
 
-def print_table(results: dict) -> None:
-    domains = list(results["heldout_bytes"])
+def load_rows(path) -> list:
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def print_table(rows: list) -> None:
+    domains = list(rows[0]["heldout_bytes"])
     print("| model | " + " | ".join(domains) + " | mean |")
     print("|---|" + "---|" * (len(domains) + 1))
-    for row in results["rows"]:
+    for row in rows:
         values = [row[d] for d in domains]
         print(f"| {row['model']} | " + " | ".join(f"{v:.3f}" for v in values) + f" | {sum(values) / len(values):.3f} |")
 

@@ -72,7 +72,7 @@ def main(argv=None) -> int:
         model, tokenizer = swapper.model, swapper.tokenizer
         swap_seconds = time.perf_counter() - start
         if init == args.inits.split(",")[0]:
-            sample = train.select(range(min(2000, len(train))))["text"]
+            sample = list(train.select(range(min(2000, len(train))))["text"])
             n_bytes = sum(len(t.encode("utf-8")) for t in sample)
             n_tokens = sum(len(ids) + 1 for ids in tokenizer(sample)["input_ids"])  # + eos added by TRL
             bytes_per_token = n_bytes / n_tokens

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import uuid
 
 import pytest
 
@@ -20,7 +22,21 @@ pytest.importorskip("matplotlib")
 
 
 @pytest.fixture(scope="module")
-def quick_demo(tmp_path_factory):
+def alignment_namespace():
+    """A fresh alignment namespace on the loopback Hub, so no other test's alignment is found as prebuilt."""
+    from tokswap.hub import ALIGNMENT_NAMESPACE_ENV
+
+    previous = os.environ.get(ALIGNMENT_NAMESPACE_ENV)
+    os.environ[ALIGNMENT_NAMESPACE_ENV] = f"tokswap-demo-alignments-{uuid.uuid4().hex[:8]}"
+    yield os.environ[ALIGNMENT_NAMESPACE_ENV]
+    if previous is None:
+        os.environ.pop(ALIGNMENT_NAMESPACE_ENV, None)
+    else:
+        os.environ[ALIGNMENT_NAMESPACE_ENV] = previous
+
+
+@pytest.fixture(scope="module")
+def quick_demo(tmp_path_factory, alignment_namespace):
     from tokswap.demo import DemoConfig, run_demo
 
     output = tmp_path_factory.mktemp("demo") / "swapped"

@@ -288,3 +288,14 @@ def test_cli_distill(tokenizer, tmp_path):
                  str(out), "--max-steps", "2", "--max-length", "32", "--batch-size", "2", "--chunk-size", "8"])
     assert code == 0
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
+
+
+def test_added_tokens_past_the_teacher_head_are_left_out(tokenizer):
+    """Like Gemma-3 (262145 tokens, 262144 rows): a few added tokens the teacher's head cannot predict."""
+    from tokswap.distillation import check_teacher_compatible
+
+    tok = copy.deepcopy(tokenizer)
+    tok.add_tokens(["<extra_added_token>"])
+    assert len(tok) == tok.vocab_size + 1
+    assert check_teacher_compatible(tok, llama(tok.vocab_size), student_model=llama(320)) == tok.vocab_size
+    assert check_teacher_compatible(tok, llama(320), student_model=llama(320)) == len(tok)

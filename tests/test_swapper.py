@@ -218,3 +218,37 @@ def test_cli_swap(source_dir, target_dir, alignment_dir, tmp_path, capsys):
     assert "error" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["swap", str(source_dir), str(target_dir), "--output", str(tmp_path / "y"), "--init-method", "nope"])
+
+
+def _shared_rows_alignment(source_tokenizer, target_tokenizer) -> TokenAlignment:
+    """Only identical token strings are shared; every other row is left to the init method (GLOVE code)."""
+    source_vocab = source_tokenizer.get_vocab()
+    n = len(target_tokenizer)
+    target_to_source = np.zeros(n, dtype=np.int64)
+    codes = np.full(n, RowSource.GLOVE, dtype=np.int8)
+    for token, target_id in target_tokenizer.get_vocab().items():
+        if token in source_vocab and target_id < n:
+            target_to_source[target_id], codes[target_id] = source_vocab[token], RowSource.IDENTICAL
+    return TokenAlignment(target_to_source=target_to_source, row_sources=codes, config={
+        "source_tokenizer": tokenizer_fingerprint(source_tokenizer),
+        "target_tokenizer": tokenizer_fingerprint(target_tokenizer)})
+
+
+@pytest.mark.slow
+def test_real_model_from_hub_ids(hub_asset, tmp_path):
+    """SmolLM2-135M and the Qwen2.5 tokenizer by Hub id (loopback Hub), as a user would call it."""
+    model_id, target_id = hub_asset("smollm2-135m"), hub_asset("qwen2.5")
+    target_tokenizer = AutoTokenizer.from_pretrained(target_id)
+    alignment = _shared_rows_alignment(AutoTokenizer.from_pretrained(model_id), target_tokenizer)
+    swapper = TokenizerSwapper.from_pretrained(model_id, target_id, alignment=alignment, init_method="mean",
+                                               dtype=torch.float32)
+    assert swapper.source_model_id == model_id and swapper.model.config.vocab_size == 151680
+    model, tokenizer = swapper.model, swapper.tokenizer
+    assert model.get_input_embeddings().weight is model.get_output_embeddings().weight  # SmolLM2 is tied
+    logits = _logits(model, tokenizer)[0]
+    assert int(logits.argmax(-1).max()) < len(tokenizer)  # padding rows never win on real text
+    prompt = torch.tensor([tokenizer("The capital of France is", add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        generated = model.generate(prompt, max_new_tokens=8, do_sample=False)
+    assert generated.shape[1] <= prompt.shape[1] + 8
+    assert model.generation_config.eos_token_id == tokenizer.eos_token_id

@@ -180,8 +180,8 @@ def _prepare_corpus(corpus, config: AlignmentConfig):
         corpus = build_corpus(total_bytes=config.corpus_bytes, seed=config.seed)
         description["source"] = f"tokswap.corpus.build_corpus(total_bytes={config.corpus_bytes}, seed={config.seed})"
     if isinstance(corpus, (str, os.PathLike)):
+        description.setdefault("source", os.fspath(corpus))
         corpus = load_corpus(corpus)
-        description.setdefault("source", str(corpus.info.description or "file"))
     if isinstance(corpus, datasets.DatasetDict):
         train = corpus["train"]
         held_name = next((name for name in ("test", "validation") if name in corpus), None)

@@ -124,7 +124,9 @@ def mean_of_pieces(
                     device=device,
                 )
                 means = averaging @ source_weight.index_select(0, _as_index(used, device)).float()
-            out[_as_index(chunk_rows[has], device)] = means[torch.from_numpy(has).to(device)].to(out.dtype)
+            if not has.all():
+                means = means[torch.from_numpy(has).to(device)]
+            out.index_copy_(0, _as_index(chunk_rows[has], device), means.to(out.dtype))
         if empty_value is not None and not has.all():
             out[_as_index(chunk_rows[~has], device)] = empty_value.to(out.dtype)
 
@@ -251,9 +253,21 @@ class TokAlignInit(InitMethod):
 
     def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
         device = source_weight.device
-        # One gather builds the whole matrix: no intermediate copy.
-        out = source_weight.index_select(0, _as_index(alignment.target_to_source, device))
         fallback = np.flatnonzero(alignment.row_sources == RowSource.FALLBACK)
+        if len(fallback) < alignment.num_target_rows // 4:
+            # One gather builds the whole matrix (fallback rows are overwritten below).
+            out = source_weight.index_select(0, _as_index(alignment.target_to_source, device))
+        else:  # many fallback rows: gather only the others instead of writing every row twice
+            out = source_weight.new_empty(alignment.num_target_rows, source_weight.shape[1])
+            direct = np.flatnonzero(alignment.row_sources != RowSource.FALLBACK)
+            out.index_copy_(
+                0, _as_index(direct, device),
+                source_weight.index_select(0, _as_index(alignment.target_to_source[direct], device)),
+            )
+            empty = fallback[np.diff(alignment.fallback_indptr)[fallback] == 0]
+            if len(empty):  # no pieces: keep their target_to_source row
+                out.index_copy_(0, _as_index(empty, device),
+                                source_weight.index_select(0, _as_index(alignment.target_to_source[empty], device)))
         if len(fallback):
             all_lengths = np.diff(alignment.fallback_indptr)
             lengths = all_lengths[fallback]

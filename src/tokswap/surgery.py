@@ -149,12 +149,17 @@ def _new_matrix(method, source_weight, alignment, padding_rows, init_kwargs, see
         if len(padding_rows):
             real = np.ones(new.shape[0], dtype=bool)
             real[padding_rows] = False
-            real_rows = np.flatnonzero(real)
-            total = torch.zeros(new.shape[1], dtype=torch.float64, device=new.device)
-            for start in range(0, len(real_rows), 8192):  # chunked: no full-size float64 copy
-                chunk = torch.from_numpy(real_rows[start : start + 8192]).to(new.device)
-                total += new.index_select(0, chunk).to(torch.float64).sum(0)
-            mean_row = (total / max(len(real_rows), 1)).to(new.dtype)
+            num_real = int(real.sum())
+            if real[:num_real].all():  # the usual case: padding is the tail, real rows a prefix
+                # A vector-matrix product (BLAS) is far faster than a column sum over a big matrix.
+                ones = torch.ones(num_real, dtype=new.dtype, device=new.device)
+                mean_row = (ones @ new[:num_real]) / max(num_real, 1)
+            else:
+                total = torch.zeros(new.shape[1], dtype=torch.float64, device=new.device)
+                for start in range(0, num_real, 8192):
+                    chunk = torch.from_numpy(np.flatnonzero(real)[start : start + 8192]).to(new.device)
+                    total += new.index_select(0, chunk).to(torch.float64).sum(0)
+                mean_row = (total / max(num_real, 1)).to(new.dtype)
             new[torch.from_numpy(padding_rows).to(new.device)] = mean_row
     return new
 

@@ -52,15 +52,12 @@ def load_tokenizer(name_or_path, **kwargs):
     if not isinstance(name_or_path, (str, os.PathLike)):
         return name_or_path
     name = str(name_or_path)
+    allowed = {k: v for k, v in kwargs.items() if k in ("revision", "token", "trust_remote_code", "cache_dir")}
     assets = _assets_module()
-    if assets is not None and hasattr(assets, "load_tokenizer") and not Path(name).exists():
-        try:
-            return assets.load_tokenizer(name)
-        except (KeyError, LookupError, TokswapError) as err:
-            logger.debug("'%s' is not a tokswap asset (%s); loading it with AutoTokenizer.", name, err)
+    if assets is not None and hasattr(assets, "load_tokenizer"):  # asset names, folders and Hub ids
+        return assets.load_tokenizer(name, **allowed)
     from transformers import AutoTokenizer
 
-    allowed = {k: v for k, v in kwargs.items() if k in ("revision", "token", "trust_remote_code", "cache_dir")}
     return AutoTokenizer.from_pretrained(name, **allowed)
 
 
@@ -371,15 +368,10 @@ class TokenizerSwapper:
 
 
 def _load_source_tokenizer(source_model_id: str, location: str, model_kwargs: dict):
-    kwargs = {k: v for k, v in model_kwargs.items() if k in ("revision", "token", "trust_remote_code", "gguf_file")}
-    assets = _assets_module()
-    if assets is not None and hasattr(assets, "load_tokenizer") and not Path(source_model_id).exists():
-        try:
-            return assets.load_tokenizer(source_model_id)
-        except (KeyError, LookupError, TokswapError):
-            pass
+    """The tokenizer saved with the source model (its folder, GGUF file or Hub repo)."""
     from transformers import AutoTokenizer
 
+    kwargs = {k: v for k, v in model_kwargs.items() if k in ("revision", "token", "trust_remote_code", "gguf_file")}
     _, extra = _resolve_model_location(str(location))
     kwargs.update(extra)
     try:
