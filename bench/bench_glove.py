@@ -322,6 +322,8 @@ def main():
         shutil.copy(work / "cooc_exact.npz", out_dir / "cooccurrence.npz")
         shutil.copy(work / "ours.npz", out_dir / "tokswap_glove.npz")
         shutil.copy(corpus_npz, out_dir / "corpus_ids.npz")
+        for path in out_dir.iterdir():
+            path.chmod(0o644)  # temp-file-then-rename outputs are created 0600
         (out_dir / "README.md").write_text(
             f"Stanford GloVe C tool vs tokswap on the same corpus ({num_tokens} tokens of Python stdlib, "
             f"tokenizer {args.tokenizer}, vocab {vocab_size}), window {args.window}, min count {args.min_count}, "

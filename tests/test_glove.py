@@ -148,6 +148,12 @@ def test_glove_is_deterministic_under_seed(planted_cooc):
     assert not np.array_equal(a.vectors, c.vectors)
 
 
+def test_glove_two_cpu_threads_give_the_same_vectors(planted_cooc):
+    one = train_glove(planted_cooc, small_config(iterations=3), progress=False)
+    two = train_glove(planted_cooc, small_config(iterations=3, num_threads=2), progress=False)
+    np.testing.assert_array_equal(one.vectors, two.vectors)
+
+
 def test_glove_cost_decreases_and_groups_separate(planted_cooc):
     start = time.perf_counter()
     result = train_glove(planted_cooc, small_config(iterations=15), progress=False)

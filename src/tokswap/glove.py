@@ -15,13 +15,17 @@ with sparse kernels so that no `batch x dim` matrix is ever materialized:
   (unique rows x unique columns) pattern of the batch;
 - the summed gradients `sum_j fdiff_ij c_j` and `sum_i fdiff_ij w_i`: two CSR x dense products.
 
-This makes one pass over the pairs several times cheaper than the C tool's per-pair loop on a CPU
-(see bench/bench_glove.py), and the same code runs on a GPU.
+This makes one pass over the pairs faster than the C tool's per-pair loop on a CPU (see
+bench/bench_glove.py), and the same code runs on a GPU. On a CPU with two or more threads, the
+word half and the context half of each step run on two Python threads (each with half of torch's
+threads): they write disjoint parameters, so the result does not change, and independent threads
+keep their speed when other processes share the cores, where OpenMP barriers between many small
+kernels stall.
 
-Determinism: on CPU, with the same `seed`, co-occurrences and number of threads, training is
-bit-for-bit reproducible (all reductions have a fixed order: sorted unique rows, CSR products
-reduced row by row, no atomics). On CUDA the sparse kernels may reduce in a different order from
-run to run, so results agree only to rounding.
+Determinism: on CPU, with the same `seed` and co-occurrences, training is bit-for-bit
+reproducible (all reductions have a fixed order: sorted distinct rows, CSR products reduced row by
+row, no atomics); 1 and 2 threads give identical vectors (tested). On CUDA the sparse kernels may
+reduce in a different order from run to run, so results agree only to rounding.
 
 Example:
     >>> from tokswap.glove import GloveConfig, train_glove
@@ -31,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import math
@@ -213,6 +218,15 @@ def _resolve_device(device: Optional[str]) -> torch.device:
 
 
 @contextlib.contextmanager
+def _shutdown(pool):
+    try:
+        yield
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
+@contextlib.contextmanager
 def _torch_threads(num_threads: Optional[int]):
     if num_threads is None:
         yield
@@ -243,17 +257,16 @@ class _AdaGradRows:
         # gradient is added first, as in standard AdaGrad, which bounds every step.
         scaled = gradient.clamp_(-clip, clip).mul_(learning_rate)
         gradsq.addcmul_(scaled, scaled)
-        param.addcdiv_(scaled, gradsq.sqrt(), value=-1.0)
+        # Out of place: the other side of the batch may still be reading `param`.
+        return param.addcdiv(scaled, gradsq.sqrt(), value=-1.0)
 
     def update(self, rows, weight_rows, weight_grad, bias_grad, learning_rate, clip):
         gradsq = self.weight_gradsq.index_select(0, rows)
-        self._step(weight_rows, gradsq, weight_grad, learning_rate, clip)
-        self.weight.index_copy_(0, rows, weight_rows)
+        self.weight.index_copy_(0, rows, self._step(weight_rows, gradsq, weight_grad, learning_rate, clip))
         self.weight_gradsq.index_copy_(0, rows, gradsq)
-        bias = self.bias.index_select(0, rows)
         bias_gradsq = self.bias_gradsq.index_select(0, rows)
         # The C tool does not clip the bias gradient.
-        self._step(bias, bias_gradsq, bias_grad, learning_rate, math.inf)
+        bias = self._step(self.bias.index_select(0, rows), bias_gradsq, bias_grad, learning_rate, math.inf)
         self.bias.index_copy_(0, rows, bias)
         self.bias_gradsq.index_copy_(0, rows, bias_gradsq)
 
@@ -281,7 +294,7 @@ def _compact_ids(ids: torch.Tensor, num_tokens: int):
     return distinct, position[ids]
 
 
-def _train_batch(words, contexts, rows, cols, log_counts, weights, num_tokens, config) -> torch.Tensor:
+def _train_batch(words, contexts, rows, cols, log_counts, weights, num_tokens, config, pool=None) -> torch.Tensor:
     """One AdaGrad step on a batch of distinct pairs; returns the batch's summed cost (float64, on device)."""
     word_ids, word_index = _compact_ids(rows, num_tokens)
     context_ids, context_index = _compact_ids(cols, num_tokens)
@@ -302,20 +315,31 @@ def _train_batch(words, contexts, rows, cols, log_counts, weights, num_tokens, c
     weighted_diff = weights * diff
     cost = 0.5 * torch.dot(weighted_diff.double(), diff.double())
 
-    # Summed gradients: d/dw_i = sum_j fdiff_ij c_j ; d/dc_j = sum_i fdiff_ij w_i.
-    word_grad = _csr(crow, context_index, weighted_diff, (num_words, num_contexts)) @ context_rows
-    by_context = _argsort(context_index * num_words + word_index)
-    context_crow = _row_pointers(context_index[by_context], num_contexts)
-    context_grad = (
-        _csr(context_crow, word_index[by_context], weighted_diff[by_context], (num_contexts, num_words)) @ word_rows
-    )
-    word_bias_grad = torch.zeros(num_words, dtype=diff.dtype, device=diff.device).index_add_(0, word_index, weighted_diff)
-    context_bias_grad = torch.zeros(num_contexts, dtype=diff.dtype, device=diff.device).index_add_(
-        0, context_index, weighted_diff
-    )
+    # Summed gradients: d/dw_i = sum_j fdiff_ij c_j ; d/dc_j = sum_i fdiff_ij w_i. The word side and
+    # the context side read the gathered rows and write disjoint parameters, so they can run at
+    # once on two CPU threads without changing the result.
+    def word_side():
+        word_grad = _csr(crow, context_index, weighted_diff, (num_words, num_contexts)) @ context_rows
+        bias_grad = torch.zeros(num_words, dtype=diff.dtype, device=diff.device).index_add_(0, word_index, weighted_diff)
+        words.update(word_ids, word_rows, word_grad, bias_grad, config.learning_rate, config.grad_clip)
 
-    words.update(word_ids, word_rows, word_grad, word_bias_grad, config.learning_rate, config.grad_clip)
-    contexts.update(context_ids, context_rows, context_grad, context_bias_grad, config.learning_rate, config.grad_clip)
+    def context_side():
+        by_context = _argsort(context_index * num_words + word_index)
+        context_crow = _row_pointers(context_index[by_context], num_contexts)
+        transposed = _csr(context_crow, word_index[by_context], weighted_diff[by_context], (num_contexts, num_words))
+        context_grad = transposed @ word_rows
+        bias_grad = torch.zeros(num_contexts, dtype=diff.dtype, device=diff.device).index_add_(
+            0, context_index, weighted_diff
+        )
+        contexts.update(context_ids, context_rows, context_grad, bias_grad, config.learning_rate, config.grad_clip)
+
+    if pool is None:
+        word_side()
+        context_side()
+    else:
+        pending = pool.submit(word_side)
+        context_side()
+        pending.result()
     return cost
 
 
@@ -369,7 +393,13 @@ def train_glove(
     compact[token_ids] = np.arange(token_ids.size, dtype=np.int32)
 
     generator = torch.Generator().manual_seed(config.seed)
-    with _torch_threads(config.num_threads):
+    threads = config.num_threads or torch.get_num_threads()
+    # On a CPU the two halves of each step run on two Python threads, each with half the torch
+    # threads: independent threads degrade gracefully when other processes share the cores, where
+    # torch's OpenMP barriers between small kernels stall.
+    split = device.type == "cpu" and threads >= 2
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="glove") if split else None
+    with _torch_threads(max(1, threads // 2) if split else config.num_threads), _shutdown(pool):
         # Shuffle once (the C tool's `shuffle` step); each iteration then visits the pairs in a new
         # random order of small blocks, so batches differ between iterations at no memory cost.
         # The pairs are kept as int32, int32, float32 (12 bytes a pair), built one at a time.
@@ -403,7 +433,7 @@ def train_glove(
                     weights = (batch_counts / config.x_max).pow_(config.alpha).clamp_(max=1.0)
                     total_cost += _train_batch(
                         words, contexts, rows[index].long(), cols[index].long(),
-                        batch_counts.log(), weights, token_ids.size, config,
+                        batch_counts.log(), weights, token_ids.size, config, pool,
                     )
                     bar.update(1)
                 cost = float(total_cost) / num_pairs
