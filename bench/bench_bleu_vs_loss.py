@@ -102,7 +102,9 @@ def main(argv=None) -> int:
     for series in [s for s in args.series.split(",") if s]:
         for fraction in fractions:
             if fraction == 0 and any(p["fraction"] == 0 for p in points):
-                point = dict(next(p for p in points if p["fraction"] == 0), series=series)
+                # The untouched alignment is the same in every series: reuse its numbers.
+                _, _, candidates = degrade(alignment, 0.0, series, num_source_rows, args.seed)
+                point = dict(next(p for p in points if p["fraction"] == 0), series=series, rows_in_series=candidates)
                 points.append(point)
                 continue
             t0 = time.perf_counter()

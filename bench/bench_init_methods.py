@@ -176,6 +176,8 @@ def main(argv=None) -> int:
     parser.add_argument("--corpus-bytes", type=int, default=4_000_000)
     parser.add_argument("--glove-dim", type=int, default=300, help="GloVe size (paper: 300)")
     parser.add_argument("--glove-iterations", type=int, default=15, help="GloVe epochs (paper: 15)")
+    parser.add_argument("--alignment", action="append", default=[], metavar="TARGET=FOLDER",
+                        help="use this saved alignment for TARGET instead of computing one")
     parser.add_argument("--align-only", action="store_true")
     parser.add_argument("--shared-rows-only", action="store_true",
                         help="baselines only, on the shared rows (no GloVe alignment needed)")
@@ -209,7 +211,14 @@ def main(argv=None) -> int:
             alignments[target] = (shared_rows_alignment(source_tok, target_tok), target_tok)
             print(f"shared rows smollm2 -> {target}: {alignments[target][0].counts_by_row_source()}", flush=True)
             continue
-        alignment, seconds = get_alignment(source_tok, target_tok, target, train, args.glove_dim, args.glove_iterations)
+        given = dict(item.split("=", 1) for item in args.alignment)
+        if target in given:
+            from tokswap.alignment import TokenAlignment
+
+            alignment, seconds = TokenAlignment.from_pretrained(given[target]), 0.0
+        else:
+            alignment, seconds = get_alignment(source_tok, target_tok, target, train, args.glove_dim,
+                                               args.glove_iterations)
         if target_tok.eos_token == "<|end_of_text|>":
             # Same ids and tokens as the tokenizer the alignment was computed with; only the special-token
             # map set above differs, which the vocabulary hash also covers: re-stamp it.
@@ -250,7 +259,9 @@ def main(argv=None) -> int:
                 model, target_tok, alignment=alignment, init_method=method, source_tokenizer=source_tok
             )
             record(f"{target} / {method}", swapper.model, target_tok, time.perf_counter() - t0,
-                   alignment=alignment.config.get("method", "tokalign (GloVe)"),
+                   alignment=alignment.config.get("method") or "tokalign (GloVe dim %s, %s iterations)" % (
+                       alignment.config.get("hyperparameters", {}).get("dim"),
+                       alignment.config.get("hyperparameters", {}).get("iterations")),
                    row_source_counts=alignment.counts_by_row_source())
             del swapper, model
     print_table(load_rows(args.output))

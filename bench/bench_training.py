@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -103,15 +102,19 @@ def main(argv=None) -> int:
         model = stage1.model
         run["heldout_bpb"]["after_stage1"] = heldout_bpb()
         log(f"held-out bpb after stage 1: {run['heldout_bpb']['after_stage1']:.3f} ({run['stage1_seconds']} s)")
-        config.stage1_max_steps, config.stage2_max_steps = 0, args.stage2_steps
-        start = time.perf_counter()
-        stage2 = adapt_vocabulary(model, tokenizer, train, config)
-        run["stage2_seconds"] = round(time.perf_counter() - start, 1)
-        model = stage2.model
-        run["heldout_bpb"]["after_stage2"] = heldout_bpb()
-        log(f"held-out bpb after stage 2: {run['heldout_bpb']['after_stage2']:.3f} ({run['stage2_seconds']} s)")
         curve = [e["loss"] for e in stage1.stage1_log_history if "loss" in e]
-        curve += [e["loss"] for e in stage2.stage2_log_history if "loss" in e]
+        if args.stage2_steps > 0:
+            config.stage1_max_steps, config.stage2_max_steps = 0, args.stage2_steps
+            start = time.perf_counter()
+            stage2 = adapt_vocabulary(model, tokenizer, train, config)
+            run["stage2_seconds"] = round(time.perf_counter() - start, 1)
+            model = stage2.model
+            run["heldout_bpb"]["after_stage2"] = heldout_bpb()
+            log(f"held-out bpb after stage 2: {run['heldout_bpb']['after_stage2']:.3f} ({run['stage2_seconds']} s)")
+            curve += [e["loss"] for e in stage2.stage2_log_history if "loss" in e]
+        else:
+            run["heldout_bpb"]["after_stage2"] = float("nan")
+            stage2 = None
         run["train_loss_nats"] = curve
         run["train_bpb"] = [loss / math.log(2) / results["train_bytes_per_token"] for loss in curve]
         results["runs"][init] = run

@@ -215,7 +215,7 @@ def test_bits_per_byte_windows_match_manual(tok, tiny_llama, stride):
                                   stride=stride, progress=False)
         assert result.num_tokens == len(seq) - 1
         assert result.nats == pytest.approx(expected, rel=1e-4)
-    # Windows lose context: never better than... at least different from the full-context score here.
+    # Short windows lose context, so the score must differ from one full-context pass (checks the windows ran).
     assert expected != pytest.approx(manual_nll(tiny_llama, seq), rel=1e-6)
 
 
@@ -338,7 +338,6 @@ def test_cli_eval_writes_json(tmp_path, tok, tiny_llama, toy_data, capsys):
 
 
 def test_harness_errors_clearly_when_unavailable(tok, bigram):
-    pytest.importorskip("torch")
     try:
         import lm_eval  # noqa: F401
     except ImportError:

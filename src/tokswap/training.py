@@ -24,7 +24,6 @@ result.model.generate(...)
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import importlib.util
 import json
 import math
