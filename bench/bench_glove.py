@@ -265,6 +265,7 @@ def main():
         args.tokens, args.dim, args.iterations = 1_000_000, 64, 2
     wall = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="bench_glove_"))
+    build = None
     try:
         cache = Path(os.environ.get("TOKSWAP_CACHE", Path.home() / ".cache" / "tokswap")) / "bench"
         cache.mkdir(parents=True, exist_ok=True)
@@ -335,6 +336,8 @@ def main():
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if build is not None:
+            shutil.rmtree(build.parents[1], ignore_errors=True)  # the temporary clone of the C tool
 
     elapsed = time.monotonic() - wall
     c_count = c["vocab_count"][0] + c["cooccur"][0]

@@ -70,6 +70,10 @@ def atomic_output_file(final_path, mode: str = "wb"):
     try:
         with os.fdopen(fd, mode) as handle:
             yield handle
+        # mkstemp creates 0600 files; give the result the permissions a plain open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, final_path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
