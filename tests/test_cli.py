@@ -1,0 +1,38 @@
+"""The `tokswap` entry point: every sub-command is reachable, and exit codes tell success from user error."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tokswap import cli
+
+
+def test_top_level_help_lists_every_command_without_importing_them(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for name in ("align", "swap", "train", "distill", "eval", "push", "assets", "demo"):
+        assert f"    {name}" in out
+
+
+@pytest.mark.parametrize("command", sorted(cli._COMMANDS))
+def test_each_command_has_a_full_help(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--help"])
+    assert exit_info.value.code == 0
+    assert f"tokswap {command}" in capsys.readouterr().out
+
+
+def test_no_command_and_bad_arguments_are_user_errors(capsys):
+    assert cli.main([]) == 2
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["swap", "--no-such-flag"])
+    assert exit_info.value.code == 2
+
+
+def test_console_entry_point_runs_as_a_module():
+    result = subprocess.run([sys.executable, "-m", "tokswap.cli", "--version"], capture_output=True, text=True)
+    assert result.returncode == 0
+    assert result.stdout.startswith("tokswap ")
