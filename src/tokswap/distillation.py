@@ -40,7 +40,7 @@ from trl import SFTConfig, SFTTrainer
 
 from .alignment import tokenizer_fingerprint
 from .errors import TokswapError
-from .training import align_special_token_ids, bf16_supported, never_shrink_vocabulary
+from .training import add_run_arguments, align_special_token_ids, bf16_supported, never_shrink_vocabulary
 from .utils import get_logger
 
 logger = get_logger(__name__)
@@ -541,21 +541,14 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--chunk-size", type=int, default=256, help="positions per logits chunk")
     parser.add_argument("--max-steps", type=int, default=-1, help="optimizer steps (default: one epoch)")
     parser.add_argument("--lr", type=float, default=5e-5, help="peak learning rate")
-    parser.add_argument("--max-length", type=int, default=1024)
-    parser.add_argument("--batch-size", type=int, default=8, help="per device")
-    parser.add_argument("--grad-accum", type=int, default=1)
-    parser.add_argument("--save-steps", type=int, default=500)
-    parser.add_argument("--logging-steps", type=int, default=10)
-    parser.add_argument("--report-to", default="none")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT")
+    add_run_arguments(parser, max_length=1024, batch_size=8, grad_accum=1, save_steps=500, logging_steps=10, seed=42)
     parser.set_defaults(func=_cli_distill)
 
 
 def _cli_distill(args) -> int:
     from transformers import AutoTokenizer
 
-    from .training import _parse_report_to, load_model_for_training, load_training_dataset
+    from .training import load_model_for_training, load_training_dataset, run_arguments
 
     config = TokenDistillationConfig(
         output_dir=args.output,
@@ -568,16 +561,9 @@ def _cli_distill(args) -> int:
         lr_scheduler_type="cosine",
         warmup_steps=0.03,
         weight_decay=0.01,
-        max_length=args.max_length,
         packing=True,
-        per_device_train_batch_size=args.batch_size,
-        gradient_accumulation_steps=args.grad_accum,
         activation_checkpointing=False,
-        save_steps=args.save_steps,
-        logging_steps=args.logging_steps,
-        report_to=_parse_report_to(args.report_to),
-        seed=args.seed,
-        resume_from_checkpoint=args.resume,
+        **run_arguments(args),
     )
     dataset = load_training_dataset(args.dataset)
     student, tokenizer = load_model_for_training(args.student_dir)

@@ -703,6 +703,35 @@ def _parse_report_to(value: str):
     return parts[0] if len(parts) == 1 else parts
 
 
+def add_run_arguments(parser, *, max_length, batch_size, grad_accum, save_steps, logging_steps, seed) -> None:
+    """The run flags `tokswap train` and `tokswap distill` share (sequence, batch, checkpoints, logging)."""
+    parser.add_argument("--max-length", type=int, default=max_length, help="sequence (packing block) length")
+    parser.add_argument("--batch-size", type=int, default=batch_size, help="per device")
+    parser.add_argument("--grad-accum", type=int, default=grad_accum)
+    parser.add_argument("--save-steps", type=int, default=save_steps)
+    parser.add_argument("--logging-steps", type=int, default=logging_steps)
+    parser.add_argument("--report-to", default="none", help="comma-separated: none, tensorboard, wandb, trackio, ...")
+    parser.add_argument("--seed", type=int, default=seed)
+    parser.add_argument(
+        "--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
+        help="resume from the newest checkpoint under --output, or from CHECKPOINT",
+    )
+
+
+def run_arguments(args) -> dict:
+    """Config keyword arguments for the flags added by `add_run_arguments`."""
+    return dict(
+        max_length=args.max_length,
+        per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.grad_accum,
+        save_steps=args.save_steps,
+        logging_steps=args.logging_steps,
+        report_to=_parse_report_to(args.report_to),
+        seed=args.seed,
+        resume_from_checkpoint=args.resume,
+    )
+
+
 def register_cli(subparsers) -> None:
     """Add `tokswap train MODEL_DIR --dataset PATH --output DIR [...]`."""
     parser = subparsers.add_parser(
@@ -725,18 +754,16 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--lora-r", type=int, default=defaults.lora_r)
     parser.add_argument("--lora-alpha", type=int, default=defaults.lora_alpha)
     parser.add_argument("--no-merge", action="store_true", help="keep LoRA adapters separate (stage2=lora)")
-    parser.add_argument("--max-length", type=int, default=defaults.max_length, help="sequence (packing block) length")
-    parser.add_argument("--batch-size", type=int, default=defaults.per_device_train_batch_size, help="per device")
-    parser.add_argument("--grad-accum", type=int, default=defaults.gradient_accumulation_steps)
     parser.add_argument("--no-packing", action="store_true", help="pad instead of packing sequences")
     parser.add_argument("--activation-checkpointing", action="store_true", help="trade compute for memory")
-    parser.add_argument("--save-steps", type=int, default=defaults.save_steps)
-    parser.add_argument("--logging-steps", type=int, default=defaults.logging_steps)
-    parser.add_argument("--report-to", default="none", help="comma-separated: none, tensorboard, wandb, trackio, ...")
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument(
-        "--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
-        help="resume from the newest checkpoint under --output, or from CHECKPOINT",
+    add_run_arguments(
+        parser,
+        max_length=defaults.max_length,
+        batch_size=defaults.per_device_train_batch_size,
+        grad_accum=defaults.gradient_accumulation_steps,
+        save_steps=defaults.save_steps,
+        logging_steps=defaults.logging_steps,
+        seed=defaults.seed,
     )
     parser.set_defaults(func=_cli_train)
 
@@ -754,16 +781,9 @@ def _cli_train(args) -> int:
         lora_r=args.lora_r,
         lora_alpha=args.lora_alpha,
         merge_adapters=not args.no_merge,
-        max_length=args.max_length,
-        per_device_train_batch_size=args.batch_size,
-        gradient_accumulation_steps=args.grad_accum,
         packing=not args.no_packing,
         activation_checkpointing=args.activation_checkpointing,
-        save_steps=args.save_steps,
-        logging_steps=args.logging_steps,
-        report_to=_parse_report_to(args.report_to),
-        seed=args.seed,
-        resume_from_checkpoint=args.resume,
+        **run_arguments(args),
     )
     dataset = load_training_dataset(args.dataset)
     model, tokenizer = load_model_for_training(args.model_dir)
