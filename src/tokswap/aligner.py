@@ -92,6 +92,12 @@ class AlignmentConfig:
     holdout_fraction: float = field(
         default=0.1, metadata={"help": "Share of identical pairs held out of the fit to self-check the matching."}
     )
+    min_match_precision: Optional[float] = field(
+        default=None,
+        metadata={"help": "Confidence gate: keep a GloVe match only if its score reaches the threshold above which "
+                  "this share of the self-check pairs is matched right; the rest take the pieces fallback "
+                  "(None: keep every match, as the paper does)."},
+    )
     chunk_size: int = field(default=2048, metadata={"help": "Target rows per similarity block in the matching."})
     corpus_bytes: int = field(
         default=8_000_000, metadata={"help": "Size of the default corpus (`tokswap.corpus.build_corpus`) in bytes."}
@@ -474,8 +480,17 @@ def build_alignment(
     scores[match_ids] = result.cosine[:num_match, 0].numpy()
     row_sources[match_ids] = RowSource.GLOVE
     self_check = precision_at_k(torch.as_tensor(picked[num_match:]), holdout_s)
+    gate = calibrate_match_gate(
+        result.scores[num_match:, 0].numpy(), picked[num_match:, 0] == holdout_s, config.min_match_precision
+    )
+    if gate["threshold"] is not None and num_match:
+        # Unconfident matches are worse than splitting the token into source pieces: leave them to the fallback.
+        rejected = match_ids[result.scores[:num_match, 0].numpy() < gate["threshold"]]
+        row_sources[rejected] = RowSource.FALLBACK
+        gate["rejected"] = int(len(rejected))
+        match_ids = match_ids[row_sources[match_ids] == RowSource.GLOVE]
     top1_raw = key_ids[result.top1_uncorrected.numpy()[:num_match]] if num_match else np.zeros(0, np.int64)
-    in_degree = int(np.bincount(picked[:num_match, 0]).max()) if num_match else 0
+    in_degree = int(np.bincount(target_to_source[match_ids]).max()) if len(match_ids) else 0
     in_degree_raw = int(np.bincount(top1_raw).max()) if num_match else 0
 
     # Tokens GloVe never saw: the mean of the source tokens their text splits into.
@@ -521,7 +536,8 @@ def build_alignment(
         "self_check_pairs": int(len(holdout)),
         "self_check_precision_at_1": self_check["precision@1"],
         "self_check_precision_at_10": self_check["precision@10"],
-        "glove_matched": int(num_match),
+        "glove_matched": int(len(match_ids)),
+        "match_gate": gate,
         "max_in_degree": in_degree,
         "max_in_degree_without_hubness_correction": in_degree_raw,
         "hubness_correction": hubness or "none",
@@ -539,6 +555,30 @@ def build_alignment(
         config={"diagnostics": diagnostics},
         source_to_target=source_to_target,
     )
+
+
+def calibrate_match_gate(holdout_scores: np.ndarray, holdout_correct: np.ndarray, min_precision: Optional[float]) -> dict:
+    """The lowest matching score above which at least `min_precision` of the self-check pairs are matched right.
+
+    The self-check pairs (identical tokens held out of the fit) are the only matches whose right answer is
+    known, so they calibrate how far a score can be trusted. Returns `{"threshold": None, ...}` when no gate
+    is asked for, and an unreachable threshold when no score range is precise enough.
+    """
+    info = {"min_precision": min_precision, "threshold": None, "holdout_pairs": int(len(holdout_scores))}
+    if min_precision is None or len(holdout_scores) == 0:
+        return info
+    order = np.argsort(-holdout_scores, kind="stable")
+    precision = np.cumsum(holdout_correct[order]) / np.arange(1, len(order) + 1)
+    reaching = np.flatnonzero(precision >= min_precision)
+    if len(reaching) == 0:
+        info["threshold"] = float("inf")
+        info["holdout_kept"] = 0
+        return info
+    last = int(reaching[-1])
+    info["threshold"] = float(holdout_scores[order[last]])
+    info["holdout_kept"] = last + 1
+    info["holdout_kept_precision"] = float(precision[last])
+    return info
 
 
 def _first_role_id(tokenizer) -> Optional[int]:
