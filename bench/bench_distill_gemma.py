@@ -34,9 +34,11 @@ def heldout_kl(student, teacher, tokenizer, texts, max_length: int) -> float:
     with torch.no_grad():
         for text in texts:
             ids = tokenizer(text, truncation=True, max_length=max_length, return_tensors="pt")["input_ids"]
-            vocab = len(tokenizer)
-            s = torch.log_softmax(student(ids).logits[0, :-1, :vocab].float(), -1)
-            t = torch.log_softmax(teacher(ids).logits[0, :-1, :vocab].float(), -1)
+            s_logits, t_logits = student(ids).logits[0, :-1], teacher(ids).logits[0, :-1]
+            # both heads may be padded past the tokenizer: compare the real vocabulary only
+            vocab = min(len(tokenizer), s_logits.shape[-1], t_logits.shape[-1])
+            s = torch.log_softmax(s_logits[:, :vocab].float(), -1)
+            t = torch.log_softmax(t_logits[:, :vocab].float(), -1)
             total += float((t.exp() * (t - s)).sum())
             count += ids.shape[1] - 1
     return total / max(count, 1)

@@ -190,6 +190,8 @@ def main(argv=None) -> int:
     parser.add_argument("--train-steps", type=int, default=0,
                         help="also score each swapped model after this many stage-1 steps (the same batches for all)")
     parser.add_argument("--train-batch-size", type=int, default=4)
+    parser.add_argument("--zero-shot", default="", help="comma-separated tasks scored on every model (e.g. arc_easy,piqa)")
+    parser.add_argument("--zero-shot-limit", type=int, default=200, help="questions per zero-shot task")
     parser.add_argument("--train-length", type=int, default=128)
     parser.add_argument("--table", action="store_true", help="print the markdown table of --output and exit")
     parser.add_argument("--output", default="bench/results/init_methods.jsonl")
@@ -251,8 +253,16 @@ def main(argv=None) -> int:
         scores = {domain: bits_per_byte(model, tokenizer, text) for domain, text in heldout.items()}
         if args.train_steps:
             extra["after_swap"] = {k: round(v, 4) for k, v in scores.items()}
-            scores, extra["train_seconds"] = train_then_score(model, tokenizer)
+            model, scores, extra["train_seconds"] = train_then_score(model, tokenizer)
             extra["train_steps"] = args.train_steps
+        if args.zero_shot:
+            from tokswap.evaluation import evaluate_task
+
+            extra["zero_shot"] = {}
+            for task in args.zero_shot.split(","):
+                result = evaluate_task(model, tokenizer, task, limit=args.zero_shot_limit, batch_size=8,
+                                       max_length=512, progress=False)
+                extra["zero_shot"][task] = {k: result[k] for k in ("acc", "acc_norm", "num_examples", "chance")}
         row = {"model": label, "swap_seconds": round(seconds, 2), "eval_seconds": round(time.perf_counter() - t0, 1),
                "heldout_bytes": {k: len(v.encode()) for k, v in heldout.items()}, **extra,
                **{k: round(v, 4) for k, v in scores.items()}}
@@ -278,7 +288,7 @@ def main(argv=None) -> int:
             )
             trained = adapt_vocabulary(model, tokenizer, data, config).model.eval()
         seconds = round(time.perf_counter() - started, 1)
-        return {domain: bits_per_byte(trained, tokenizer, text) for domain, text in heldout.items()}, seconds
+        return trained, {domain: bits_per_byte(trained, tokenizer, text) for domain, text in heldout.items()}, seconds
 
     if not args.skip_unswapped:
         base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
@@ -309,12 +319,27 @@ def load_rows(path) -> list:
 
 
 def print_table(rows: list) -> None:
+    """Bits per byte per domain (and the mean); models trained by `--train-steps` get a row for each point."""
     domains = list(rows[0]["heldout_bytes"])
-    print("| model | " + " | ".join(domains) + " | mean |")
-    print("|---|" + "---|" * (len(domains) + 1))
+    print("| model | point | " + " | ".join(domains) + " | mean |")
+    print("|---|---|" + "---|" * (len(domains) + 1))
     for row in rows:
-        values = [row[d] for d in domains]
-        print(f"| {row['model']} | " + " | ".join(f"{v:.3f}" for v in values) + f" | {sum(values) / len(values):.3f} |")
+        points = [("after swap", row.get("after_swap", row))]
+        if "after_swap" in row:
+            points.append((f"after {row['train_steps']} steps", row))
+        for name, scores in points:
+            values = [scores[d] for d in domains]
+            print(f"| {row['model']} | {name} | " + " | ".join(f"{v:.3f}" for v in values)
+                  + f" | {sum(values) / len(values):.3f} |")
+    zero_shot = [row for row in rows if row.get("zero_shot")]
+    if zero_shot:
+        tasks = list(zero_shot[0]["zero_shot"])
+        print()
+        print("| model | " + " | ".join(f"{t} acc / acc_norm" for t in tasks) + " |")
+        print("|---|" + "---|" * len(tasks))
+        for row in zero_shot:
+            cells = [f"{row['zero_shot'][t]['acc']:.3f} / {row['zero_shot'][t]['acc_norm']:.3f}" for t in tasks]
+            print(f"| {row['model']} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
