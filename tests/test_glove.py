@@ -212,3 +212,21 @@ def test_glove_errors():
         train_glove(empty, small_config(), progress=False)
     with pytest.raises(GloveError, match="dim"):
         GloveConfig(dim=0)
+
+
+def test_shuffled_pairs_match_a_row_major_copy_permuted():
+    import scipy.sparse as sp
+
+    from tokswap.glove import _shuffled_pairs
+
+    matrix = sp.random(60, 60, density=0.1, random_state=1, format="csr", dtype=np.float32)
+    matrix.data += 0.1
+    matrix[5] = 0  # an empty row between full ones
+    matrix.eliminate_zeros()
+    compact = np.arange(60, dtype=np.int32)[::-1].copy()
+    permutation = np.random.default_rng(0).permutation(matrix.nnz).astype(np.int32)
+    rows, cols, counts = _shuffled_pairs(matrix, compact, permutation, chunk=7)
+    expected_rows = np.repeat(compact, np.diff(matrix.indptr))[permutation]
+    assert np.array_equal(rows, expected_rows)
+    assert np.array_equal(cols, compact[matrix.indices][permutation])
+    assert np.array_equal(counts, matrix.data[permutation])

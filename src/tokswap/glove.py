@@ -351,6 +351,25 @@ def _argsort(keys: torch.Tensor) -> torch.Tensor:
     return torch.argsort(keys)
 
 
+def _shuffled_pairs(csr, compact: np.ndarray, permutation: np.ndarray, chunk: int = 1 << 20):
+    """(rows int32, cols int32, counts float32) of the CSR's pairs in `permutation` order, in compact ids.
+
+    Built a chunk at a time so that the only full-size arrays are the three outputs (12 bytes a pair) and
+    the permutation: no row-major copy of the pairs exists next to the shuffled one.
+    """
+    num_pairs = len(permutation)
+    rows = np.empty(num_pairs, dtype=np.int32)
+    cols = np.empty(num_pairs, dtype=np.int32)
+    counts = np.empty(num_pairs, dtype=np.float32)
+    indptr = csr.indptr
+    for start in range(0, num_pairs, chunk):
+        picked = permutation[start : start + chunk]
+        rows[start : start + chunk] = compact[np.searchsorted(indptr, picked, side="right") - 1]
+        cols[start : start + chunk] = compact[csr.indices[picked]]
+        counts[start : start + chunk] = csr.data[picked]
+    return rows, cols, counts
+
+
 def train_glove(
     cooc: CooccurrenceMatrix,
     config: Optional[GloveConfig] = None,
@@ -402,12 +421,12 @@ def train_glove(
     with _torch_threads(max(1, threads // 2) if split else config.num_threads), _shutdown(pool):
         # Shuffle once (the C tool's `shuffle` step); each iteration then visits the pairs in a new
         # random order of small blocks, so batches differ between iterations at no memory cost.
-        # The pairs are kept as int32, int32, float32 (12 bytes a pair), built one at a time.
-        permutation = torch.randperm(num_pairs, generator=generator, dtype=torch.int32)
-        rows = torch.from_numpy(np.repeat(compact[: csr.shape[0]], row_lengths))[permutation].to(device)
-        cols = torch.from_numpy(compact[csr.indices])[permutation].to(device)
-        counts = torch.from_numpy(csr.data.astype(np.float32, copy=False))[permutation].to(device=device, dtype=dtype)
+        # The pairs are kept as int32, int32, float32 (12 bytes a pair), built a chunk at a time.
+        permutation = torch.randperm(num_pairs, generator=generator, dtype=torch.int32).numpy()
+        rows, cols, counts = _shuffled_pairs(csr, compact, permutation)
         del permutation
+        rows, cols = torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device)
+        counts = torch.from_numpy(counts).to(device=device, dtype=dtype)
 
         words = _AdaGradRows(token_ids.size, config.dim, generator, dtype, device)
         contexts = _AdaGradRows(token_ids.size, config.dim, generator, dtype, device)
@@ -445,7 +464,9 @@ def train_glove(
                 bar.set_postfix(iteration=iteration + 1, cost=f"{cost:.4f}")
                 logger.debug("GloVe iteration %d: cost %.6f (%.1f s)", iteration + 1, cost, time.perf_counter() - started)
         bar.close()
+        del rows, cols, counts  # free the pairs before the full-vocabulary output is allocated
         summed = (words.weight + contexts.weight).to(device="cpu", dtype=torch.float32).numpy()
+        del words, contexts
 
     vectors = np.zeros((cooc.vocab_size, config.dim), dtype=np.float32)
     vectors[token_ids] = summed
