@@ -58,7 +58,7 @@ class DemoConfig:
 
     The GloVe settings are demo-sized: the paper uses 300 dimensions, 15 epochs and a ~1B-token corpus;
     here 100 dimensions, 10 epochs and an 8 MB corpus give a usable alignment in a few minutes (the
-    corpus size matters most: at 2 MB GloVe matches only ~3.7k of Qwen2.5's new tokens).
+    corpus size matters most: GloVe matches ~3.7k of Qwen2.5's new tokens at 2 MB, ~11.8k at 8 MB).
     """
 
     output: str = field(default=DEFAULT_OUTPUT, metadata={"help": "Folder for the swapped model and the results."})
