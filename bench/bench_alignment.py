@@ -85,7 +85,7 @@ def main(argv=None) -> int:
         row["timings"] = main_run.config["timings_seconds"]
         row["corpus"] = {k: main_run.config["corpus"][k] for k in ("num_bytes", "source_tokens", "target_tokens")}
         row["row_sources"] = main_run.counts_by_row_source()
-        for name, extra in (("procrustes_csls_gate50", dict(min_match_precision=0.5)),
+        for name, extra in (("procrustes_csls_gate90", dict(min_match_precision=0.9)),
                             ("procrustes_no_csls", dict(hubness_correction="none")),
                             ("relative_300_csls", dict(method="relative")),
                             ("relative_300_no_csls", dict(method="relative", hubness_correction="none"))):
@@ -150,7 +150,7 @@ def write_report(args, results, matching, total) -> None:
     ]
     for row in results:
         for name, label in (("main", "Procrustes + CSLS (default)"),
-                            ("procrustes_csls_gate50", "Procrustes + CSLS + confidence gate 0.5"),
+                            ("procrustes_csls_gate90", "Procrustes + CSLS + confidence gate 0.9"),
                             ("procrustes_no_csls", "Procrustes, no CSLS"),
                             ("relative_300_csls", "relative reps, 300 anchors + CSLS"),
                             ("relative_300_no_csls", "relative reps, 300 anchors (paper)")):
