@@ -100,7 +100,7 @@ def main(argv=None) -> int:
         log(f"before: {run['before']}")
         config = TokenDistillationConfig(
             output_dir=str(workdir / f"alpha{alpha}"), alpha=alpha, max_steps=args.steps,
-            learning_rate=args.learning_rate, lr_scheduler_type="cosine", warmup_ratio=0.03, weight_decay=0.01,
+            learning_rate=args.learning_rate, lr_scheduler_type="cosine", warmup_steps=0.03, weight_decay=0.01,
             per_device_train_batch_size=args.batch_size, max_length=args.max_length, packing=True,
             logging_steps=1, save_strategy="no", report_to=[], seed=0, dataset_num_proc=None,
         )

@@ -16,6 +16,7 @@ Run `--align-only` first to compute (and cache) the alignments.
 from __future__ import annotations
 
 import argparse
+import copy
 import glob
 import gzip
 import html
@@ -299,11 +300,12 @@ def main(argv=None) -> int:
         for method in methods:
             model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
             t0 = time.perf_counter()
+            # a fresh copy per model: training gives a tokenizer without one a pad token (as TRL does)
             swapper = TokenizerSwapper.from_pretrained(
-                model, target_tok, alignment=alignment, init_method=method, source_tokenizer=source_tok
+                model, copy.deepcopy(target_tok), alignment=alignment, init_method=method, source_tokenizer=source_tok
             )
             gate = f" (gate {args.min_match_precision:g})" if args.min_match_precision and method == "tokalign" else ""
-            record(f"{target} / {method}{gate}", swapper.model, target_tok, time.perf_counter() - t0,
+            record(f"{target} / {method}{gate}", swapper.model, swapper.tokenizer, time.perf_counter() - t0,
                    alignment=alignment.config.get("method") or "tokalign (GloVe dim %s, %s iterations)" % (
                        alignment.config.get("hyperparameters", {}).get("dim"),
                        alignment.config.get("hyperparameters", {}).get("iterations")),
