@@ -141,6 +141,17 @@ def test_same_tokenizer_uses_identity_and_keeps_logits(source_dir):
     assert torch.equal(_logits(swapped.model, tokenizer)[..., :n], _logits(reference, tokenizer)[..., :n])
 
 
+def test_a_tokenizer_object_is_copied_not_mutated(source_dir):
+    from tokswap.training import align_special_token_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(source_dir)
+    tokenizer.pad_token = None
+    swapped = TokenizerSwapper.from_pretrained(str(source_dir), tokenizer)
+    assert swapped.tokenizer is not tokenizer
+    align_special_token_ids(swapped.model, swapped.tokenizer)  # what training does first: sets a pad token
+    assert swapped.tokenizer.pad_token is not None and tokenizer.pad_token is None
+
+
 def test_alignment_resolution_order(source_dir, target_dir, alignment_dir, monkeypatch):
     prebuilt = TokenAlignment.from_pretrained(alignment_dir)
     prebuilt.config["hub"] = {"repo_id": "tokswap/fake", "revision": "main"}

@@ -11,6 +11,7 @@ swapper.train(dataset)                            # TokAlign's two-stage recipe 
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import os
@@ -234,6 +235,10 @@ class TokenizerSwapper:
 
         target_tokenizer_id = target_tokenizer if isinstance(target_tokenizer, (str, os.PathLike)) else None
         tokenizer_kwargs = {k: v for k, v in model_kwargs.items() if k in ("token", "trust_remote_code")}
+        if not isinstance(target_tokenizer, (str, os.PathLike)):
+            # the swapper owns its tokenizer: training sets a pad token on it, which must not leak into the
+            # caller's object (its fingerprint would no longer match alignments made for it)
+            target_tokenizer = copy.deepcopy(target_tokenizer)
         target_tokenizer = load_tokenizer(target_tokenizer, **tokenizer_kwargs)
 
         if isinstance(source_model, (str, os.PathLike)):
