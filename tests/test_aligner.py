@@ -32,7 +32,7 @@ def tiny_alignment(tokenizers):
 
     corpus = build_corpus(total_bytes=300_000, seed=0)
     config = AlignmentConfig(dim=32, iterations=5, min_count=3, semantic_similarity=False, cache=False,
-                             min_corpus_tokens=10_000)
+                             min_corpus_tokens=10_000, min_match_precision=None)  # every GloVe match kept
     alignment = align_tokenizers(tokenizers["smollm2"], tokenizers["qwen2.5"], corpus=corpus, config=config,
                                  progress=False)
     return alignment, corpus
@@ -184,6 +184,7 @@ def test_gated_alignment_sends_unconfident_matches_to_the_pieces_fallback(tokeni
     ungated, corpus = tiny_alignment  # same settings and (deterministic) GloVe vectors, no gate
     common = dict(dim=32, iterations=5, min_count=3, semantic_similarity=False, cache=False, min_corpus_tokens=10_000)
     source, target = tokenizers["smollm2"], tokenizers["qwen2.5"]
+    assert AlignmentConfig().min_match_precision == 0.9  # gated by default
     gated = align_tokenizers(source, target, corpus=corpus, progress=False,
                              config=AlignmentConfig(min_match_precision=0.6, **common))
     gate = gated.config["metrics"]["match_gate"]
