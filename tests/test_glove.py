@@ -214,19 +214,62 @@ def test_glove_errors():
         GloveConfig(dim=0)
 
 
-def test_shuffled_pairs_match_a_row_major_copy_permuted():
-    import scipy.sparse as sp
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 1000, 4097])
+def test_pair_permutation_is_a_bijection(n):
+    import torch
 
-    from tokswap.glove import _shuffled_pairs
+    from tokswap.glove import _PairPermutation
+
+    permutation = _PairPermutation(n, torch.Generator().manual_seed(n), "cpu")
+    values = permutation(torch.arange(n))
+    assert sorted(values.tolist()) == list(range(n))
+    # The same positions give the same values: batches can be computed one at a time.
+    assert torch.equal(permutation(torch.arange(n // 2, n)), values[n // 2 :])
+
+
+def test_pair_permutations_differ_between_keys_and_look_shuffled():
+    import torch
+
+    from tokswap.glove import _PairPermutation
+
+    generator = torch.Generator().manual_seed(0)
+    n = 100_000
+    first, second = (_PairPermutation(n, generator, "cpu")(torch.arange(n)) for _ in range(2))
+    assert not torch.equal(first, second)
+    # A batch of consecutive positions is spread over the whole range, not a contiguous block.
+    head = first[:1000].double()
+    assert head.min() < 0.05 * n and head.max() > 0.95 * n
+    assert abs(head.mean().item() - n / 2) < 0.05 * n
+    # Rank correlation between position and value is near zero.
+    correlation = np.corrcoef(np.arange(n), first.numpy())[0, 1]
+    assert abs(correlation) < 0.02
+
+
+def test_pair_source_reads_the_csr_pairs_in_compact_ids():
+    import scipy.sparse as sp
+    import torch
+
+    from tokswap.glove import _PairSource
 
     matrix = sp.random(60, 60, density=0.1, random_state=1, format="csr", dtype=np.float32)
     matrix.data += 0.1
     matrix[5] = 0  # an empty row between full ones
     matrix.eliminate_zeros()
-    compact = np.arange(60, dtype=np.int32)[::-1].copy()
-    permutation = np.random.default_rng(0).permutation(matrix.nnz).astype(np.int32)
-    rows, cols, counts = _shuffled_pairs(matrix, compact, permutation, chunk=7)
-    expected_rows = np.repeat(compact, np.diff(matrix.indptr))[permutation]
-    assert np.array_equal(rows, expected_rows)
-    assert np.array_equal(cols, compact[matrix.indices][permutation])
-    assert np.array_equal(counts, matrix.data[permutation])
+    compact = np.full(60, -1, dtype=np.int32)
+    compact[np.diff(matrix.indptr) > 0] = np.arange(int((np.diff(matrix.indptr) > 0).sum()), dtype=np.int32)
+    pair_ids = torch.from_numpy(np.random.default_rng(0).permutation(matrix.nnz))
+    rows, cols, counts = _PairSource(matrix, compact, torch.device("cpu"), torch.float32).batch(pair_ids)
+    order = np.sort(pair_ids.numpy())  # a batch comes back in the CSR's order, grouped by word
+    assert np.array_equal(rows.numpy(), np.repeat(compact, np.diff(matrix.indptr))[order])
+    assert np.array_equal(cols.numpy(), compact[matrix.indices][order])
+    assert np.array_equal(counts.numpy(), matrix.data[order])
+    assert (np.diff(rows.numpy()) >= 0).all()
+
+
+def test_chunked_updates_equal_one_block(planted_cooc, monkeypatch):
+    import tokswap.glove as glove
+
+    whole = train_glove(planted_cooc, small_config(iterations=2), progress=False)
+    monkeypatch.setattr(glove, "_UPDATE_CHUNK_ROWS", 3)
+    chunked = train_glove(planted_cooc, small_config(iterations=2), progress=False)
+    np.testing.assert_array_equal(whole.vectors, chunked.vectors)

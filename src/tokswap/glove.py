@@ -15,6 +15,12 @@ with sparse kernels so that no `batch x dim` matrix is ever materialized:
   (unique rows x unique columns) pattern of the batch;
 - the summed gradients `sum_j fdiff_ij c_j` and `sum_i fdiff_ij w_i`: two CSR x dense products.
 
+Memory: besides the caller's co-occurrence matrix, training holds only the parameters and their
+AdaGrad state (4 x [trained tokens, dim]) and a few MB per batch. Pairs are read straight from the
+CSR in a fresh seeded pseudo-random order every iteration (a Feistel permutation computed on
+demand), where the C tool writes a shuffled copy of the pairs to disk and streams it; gradients
+are computed and applied a block of rows at a time.
+
 This makes one pass over the pairs faster than the C tool's per-pair loop on a CPU (see
 bench/bench_glove.py), and the same code runs on a GPU. On a CPU with two or more threads, the
 word half and the context half of each step run on two Python threads (each with half of torch's
@@ -249,26 +255,28 @@ class _AdaGradRows:
         self.weight_gradsq = torch.ones(n, dim, dtype=dtype, device=device)
         self.bias_gradsq = torch.ones(n, dtype=dtype, device=device)
 
-    @staticmethod
-    def _step(param, gradsq, gradient, learning_rate, clip):
-        # The C tool's scaling: temp = eta * clip(g), gradsq accumulates temp^2. It divides by the
-        # squared gradients *before* adding temp^2; with a gradient summed over a batch (a frequent
-        # token's bias gets thousands of same-sign terms) that first step explodes, so the current
-        # gradient is added first, as in standard AdaGrad, which bounds every step.
-        scaled = gradient.clamp_(-clip, clip).mul_(learning_rate)
-        gradsq.addcmul_(scaled, scaled)
-        # Out of place: the other side of the batch may still be reading `param`.
-        return param.addcdiv(scaled, gradsq.sqrt(), value=-1.0)
+    def update_rows(self, rows, current, gradient, learning_rate, clip):
+        """One AdaGrad step of the weight rows `rows` (whose current values are `current`), in place on
+        `gradient`, which is consumed.
 
-    def update(self, rows, weight_rows, weight_grad, bias_grad, learning_rate, clip):
-        gradsq = self.weight_gradsq.index_select(0, rows)
-        self.weight.index_copy_(0, rows, self._step(weight_rows, gradsq, weight_grad, learning_rate, clip))
+        The C tool's scaling: temp = eta * clip(g), gradsq accumulates temp^2. It divides by the squared
+        gradients *before* adding temp^2; with a gradient summed over a batch (a frequent token's row
+        gets thousands of same-sign terms) that first step explodes, so the current gradient is added
+        first, as in standard AdaGrad, which bounds every step.
+        """
+        scaled = gradient.clamp_(-clip, clip).mul_(learning_rate)
+        gradsq = self.weight_gradsq.index_select(0, rows).addcmul_(scaled, scaled)
         self.weight_gradsq.index_copy_(0, rows, gradsq)
-        bias_gradsq = self.bias_gradsq.index_select(0, rows)
+        # `current` is a gathered copy that the other half of the batch may still read: not written.
+        step = scaled.div_(gradsq.sqrt_())
+        self.weight.index_copy_(0, rows, torch.sub(current, step, out=step))
+
+    def update_bias(self, rows, gradient, learning_rate):
         # The C tool does not clip the bias gradient.
-        bias = self._step(self.bias.index_select(0, rows), bias_gradsq, bias_grad, learning_rate, math.inf)
-        self.bias.index_copy_(0, rows, bias)
-        self.bias_gradsq.index_copy_(0, rows, bias_gradsq)
+        scaled = gradient.mul_(learning_rate)
+        gradsq = self.bias_gradsq.index_select(0, rows).addcmul_(scaled, scaled)
+        self.bias_gradsq.index_copy_(0, rows, gradsq)
+        self.bias.index_copy_(0, rows, self.bias.index_select(0, rows) - scaled / gradsq.sqrt())
 
 
 def _csr(crow, col, values, shape):
@@ -295,15 +303,13 @@ def _compact_ids(ids: torch.Tensor, num_tokens: int):
 
 
 def _train_batch(words, contexts, rows, cols, log_counts, weights, num_tokens, config, pool=None) -> torch.Tensor:
-    """One AdaGrad step on a batch of distinct pairs; returns the batch's summed cost (float64, on device)."""
+    """One AdaGrad step on a batch of distinct pairs ordered by word; returns the batch's summed cost
+    (float64, on device)."""
     word_ids, word_index = _compact_ids(rows, num_tokens)
     context_ids, context_index = _compact_ids(cols, num_tokens)
     num_words, num_contexts = word_ids.numel(), context_ids.numel()
 
-    # Order the pairs by (word, context): the batch becomes a CSR matrix over its distinct rows.
-    order = _argsort(word_index * num_contexts + context_index)
-    word_index, context_index = word_index[order], context_index[order]
-    log_counts, weights = log_counts[order], weights[order]
+    # The pairs come in the CSR's order, so grouped by word: the batch is a CSR over its distinct rows.
     crow = _row_pointers(word_index, num_words)
 
     word_rows = words.weight.index_select(0, word_ids)
@@ -319,19 +325,15 @@ def _train_batch(words, contexts, rows, cols, log_counts, weights, num_tokens, c
     # the context side read the gathered rows and write disjoint parameters, so they can run at
     # once on two CPU threads without changing the result.
     def word_side():
-        word_grad = _csr(crow, context_index, weighted_diff, (num_words, num_contexts)) @ context_rows
-        bias_grad = torch.zeros(num_words, dtype=diff.dtype, device=diff.device).index_add_(0, word_index, weighted_diff)
-        words.update(word_ids, word_rows, word_grad, bias_grad, config.learning_rate, config.grad_clip)
+        _update_side(words, word_ids, word_rows, crow, context_index, weighted_diff, context_rows, config)
 
     def context_side():
         by_context = _argsort(context_index * num_words + word_index)
         context_crow = _row_pointers(context_index[by_context], num_contexts)
-        transposed = _csr(context_crow, word_index[by_context], weighted_diff[by_context], (num_contexts, num_words))
-        context_grad = transposed @ word_rows
-        bias_grad = torch.zeros(num_contexts, dtype=diff.dtype, device=diff.device).index_add_(
-            0, context_index, weighted_diff
+        _update_side(
+            contexts, context_ids, context_rows, context_crow, word_index[by_context], weighted_diff[by_context],
+            word_rows, config,
         )
-        contexts.update(context_ids, context_rows, context_grad, bias_grad, config.learning_rate, config.grad_clip)
 
     if pool is None:
         word_side()
@@ -343,6 +345,36 @@ def _train_batch(words, contexts, rows, cols, log_counts, weights, num_tokens, c
     return cost
 
 
+# Rows updated at once: bounds the gradient and AdaGrad temporaries to a few MB whatever the batch.
+_UPDATE_CHUNK_ROWS = 2048
+
+
+def _update_side(params, ids, current, crow, other_index, weighted_diff, other_rows, config):
+    """AdaGrad step of one side (words or contexts) from the batch as a CSR over its distinct rows.
+
+    The gradient `CSR @ other_rows` is computed and applied `_UPDATE_CHUNK_ROWS` rows at a time, so
+    no `rows x dim` gradient or AdaGrad temporary of the whole batch exists.
+    """
+    num_rows = ids.numel()
+    bias_grad = torch.zeros(num_rows, dtype=weighted_diff.dtype, device=weighted_diff.device)
+    row_of_pair = torch.repeat_interleave(torch.arange(num_rows, device=crow.device), crow.diff())
+    params.update_bias(ids, bias_grad.index_add_(0, row_of_pair, weighted_diff), config.learning_rate)
+    bounds = crow.tolist() if crow.device.type == "cpu" else None
+    for start in range(0, num_rows, _UPDATE_CHUNK_ROWS):
+        stop = min(start + _UPDATE_CHUNK_ROWS, num_rows)
+        first, last = (bounds[start], bounds[stop]) if bounds is not None else (int(crow[start]), int(crow[stop]))
+        block = _csr(crow[start : stop + 1] - first, other_index[first:last], weighted_diff[first:last],
+                     (stop - start, other_rows.shape[0]))
+        params.update_rows(ids[start:stop], current[start:stop], block @ other_rows, config.learning_rate,
+                           config.grad_clip)
+
+
+def _sort(values: torch.Tensor) -> torch.Tensor:
+    if values.device.type == "cpu":
+        return torch.from_numpy(np.sort(values.numpy()))
+    return torch.sort(values).values
+
+
 def _argsort(keys: torch.Tensor) -> torch.Tensor:
     # numpy's sort is several times faster than torch.argsort on a CPU; keys are distinct, so
     # the order is unique and deterministic either way.
@@ -351,23 +383,90 @@ def _argsort(keys: torch.Tensor) -> torch.Tensor:
     return torch.argsort(keys)
 
 
-def _shuffled_pairs(csr, compact: np.ndarray, permutation: np.ndarray, chunk: int = 1 << 20):
-    """(rows int32, cols int32, counts float32) of the CSR's pairs in `permutation` order, in compact ids.
+class _PairPermutation:
+    """A seeded pseudo-random permutation of `0..n-1`, computed on demand: no index array is stored.
 
-    Built a chunk at a time so that the only full-size arrays are the three outputs (12 bytes a pair) and
-    the permutation: no row-major copy of the pairs exists next to the shuffled one.
+    A balanced Feistel network over the smallest even number of bits that covers `n`, with cycle
+    walking for the values that land at or above `n` (a walk always ends, because the cycle of an
+    in-range value returns to the range). Every iteration of GloVe draws new round keys, so each
+    pass visits the pairs in a fresh random order, with memory independent of the number of pairs.
+    This replaces the C tool's `shuffle` step and its on-disk copy of the pairs.
     """
-    num_pairs = len(permutation)
-    rows = np.empty(num_pairs, dtype=np.int32)
-    cols = np.empty(num_pairs, dtype=np.int32)
-    counts = np.empty(num_pairs, dtype=np.float32)
-    indptr = csr.indptr
-    for start in range(0, num_pairs, chunk):
-        picked = permutation[start : start + chunk]
-        rows[start : start + chunk] = compact[np.searchsorted(indptr, picked, side="right") - 1]
-        cols[start : start + chunk] = compact[csr.indices[picked]]
-        counts[start : start + chunk] = csr.data[picked]
-    return rows, cols, counts
+
+    # Three rounds already make a pseudo-random permutation (Luby-Rackoff); this only has to shuffle.
+    ROUNDS = 3
+
+    def __init__(self, n: int, generator: torch.Generator, device):
+        if n < 1:
+            raise GloveError("Cannot permute an empty set of pairs.")
+        self.n = n
+        bits = max(2, (n - 1).bit_length())
+        self.half_bits = (bits + 1) // 2
+        self.half_mask = (1 << self.half_bits) - 1
+        self.keys = torch.randint(0, 1 << 31, (self.ROUNDS,), generator=generator, dtype=torch.int64).tolist()
+        self.device = device
+
+    @staticmethod
+    def _mix(x: torch.Tensor) -> torch.Tensor:
+        # Two multiply-xorshift rounds on 32-bit values; constants below 2**31 keep every product in int64.
+        x = (x * 0x7FEB352D) & 0xFFFFFFFF
+        x = x ^ (x >> 15)
+        x = (x * 0x5BD1E995) & 0xFFFFFFFF
+        return x ^ (x >> 13)
+
+    def _encrypt(self, x: torch.Tensor) -> torch.Tensor:
+        left, right = x >> self.half_bits, x & self.half_mask
+        for key in self.keys:
+            left, right = right, left ^ (self._mix((right ^ key) & 0xFFFFFFFF) & self.half_mask)
+        return (left << self.half_bits) | right
+
+    def __call__(self, positions: torch.Tensor) -> torch.Tensor:
+        """The permuted values at `positions` (int64, each in `0..n-1`)."""
+        values = self._encrypt(positions)
+        outside = values >= self.n
+        while bool(outside.any()):
+            values[outside] = self._encrypt(values[outside])
+            outside = values >= self.n
+        return values
+
+
+class _PairSource:
+    """Batches of (word, context, count) drawn straight from the co-occurrence CSR, in compact ids.
+
+    Nothing per pair is copied: a batch's pair indices come from `_PairPermutation`, its word ids from
+    a binary search of the CSR's row pointers, its contexts and counts from the CSR's own arrays.
+    """
+
+    def __init__(self, csr, compact: np.ndarray, device, dtype):
+        self.num_pairs = int(csr.nnz)
+        as_tensor = torch.from_numpy if device.type == "cpu" else (lambda a: torch.from_numpy(a).to(device))
+        self.indptr = as_tensor(np.ascontiguousarray(csr.indptr, dtype=np.int64))
+        self.indices = as_tensor(np.ascontiguousarray(csr.indices))
+        self.counts = as_tensor(np.ascontiguousarray(csr.data))
+        self.compact = as_tensor(compact.astype(np.int64))
+        self.dtype = dtype
+
+    def batch(self, pair_ids: torch.Tensor):
+        """(words, contexts, counts) of the pairs `pair_ids`, ordered by word (the CSR's order)."""
+        # A batch is a set: sorting it groups the pairs by word for free and reads the CSR in order.
+        pair_ids = _sort(pair_ids)
+        rows = torch.searchsorted(self.indptr, pair_ids, right=True) - 1
+        return (
+            self.compact[rows],
+            self.compact[self.indices[pair_ids].long()],
+            self.counts[pair_ids].to(self.dtype),
+        )
+
+
+def _release_freed_memory():
+    """Hand memory freed by the training step back to the system (glibc keeps freed blocks below its
+    mmap threshold, up to 32 MB each, for reuse, which would count toward the peak of what follows)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc: nothing to do
 
 
 def train_glove(
@@ -419,40 +518,29 @@ def train_glove(
     split = device.type == "cpu" and threads >= 2
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="glove") if split else None
     with _torch_threads(max(1, threads // 2) if split else config.num_threads), _shutdown(pool):
-        # Shuffle once (the C tool's `shuffle` step); each iteration then visits the pairs in a new
-        # random order of small blocks, so batches differ between iterations at no memory cost.
-        # The pairs are kept as int32, int32, float32 (12 bytes a pair), built a chunk at a time.
-        permutation = torch.randperm(num_pairs, generator=generator, dtype=torch.int32).numpy()
-        rows, cols, counts = _shuffled_pairs(csr, compact, permutation)
-        del permutation
-        rows, cols = torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device)
-        counts = torch.from_numpy(counts).to(device=device, dtype=dtype)
-
+        # The pairs are read straight from the CSR in a new pseudo-random order every iteration (the C
+        # tool writes a shuffled copy to disk instead): no per-pair array beyond the caller's counts.
+        source = _PairSource(csr, compact, device, dtype)
         words = _AdaGradRows(token_ids.size, config.dim, generator, dtype, device)
         contexts = _AdaGradRows(token_ids.size, config.dim, generator, dtype, device)
 
-        blocks_per_batch = 16
-        block = max(1, config.batch_size // blocks_per_batch)
-        num_blocks = math.ceil(num_pairs / block)
-        num_batches = math.ceil(num_blocks / blocks_per_batch)
-        offsets = torch.arange(block, device=device)
+        num_batches = math.ceil(num_pairs / config.batch_size)
         costs = []
         bar = tqdm(total=config.iterations * num_batches, desc="GloVe", unit="batch", disable=not progress)
         with torch.no_grad():
             for iteration in range(config.iterations):
                 started = time.perf_counter()
-                block_order = torch.randperm(num_blocks, generator=generator).to(device)
+                permutation = _PairPermutation(num_pairs, generator, device)
                 # Summed on the device: no host synchronization per batch on a GPU.
                 total_cost = torch.zeros((), dtype=torch.float64, device=device)
-                for batch_start in range(0, num_blocks, blocks_per_batch):
-                    chosen = block_order[batch_start : batch_start + blocks_per_batch]
-                    index = (chosen[:, None] * block + offsets).reshape(-1)
-                    index = index[index < num_pairs]
-                    batch_counts = counts[index]
+                for batch_start in range(0, num_pairs, config.batch_size):
+                    positions = torch.arange(
+                        batch_start, min(batch_start + config.batch_size, num_pairs), device=device
+                    )
+                    rows, cols, batch_counts = source.batch(permutation(positions))
                     weights = (batch_counts / config.x_max).pow_(config.alpha).clamp_(max=1.0)
                     total_cost += _train_batch(
-                        words, contexts, rows[index].long(), cols[index].long(),
-                        batch_counts.log(), weights, token_ids.size, config, pool,
+                        words, contexts, rows, cols, batch_counts.log(), weights, token_ids.size, config, pool
                     )
                     bar.update(1)
                 cost = float(total_cost) / num_pairs
@@ -464,12 +552,16 @@ def train_glove(
                 bar.set_postfix(iteration=iteration + 1, cost=f"{cost:.4f}")
                 logger.debug("GloVe iteration %d: cost %.6f (%.1f s)", iteration + 1, cost, time.perf_counter() - started)
         bar.close()
-        del rows, cols, counts  # free the pairs before the full-vocabulary output is allocated
-        summed = (words.weight + contexts.weight).to(device="cpu", dtype=torch.float32).numpy()
+        del source
+        # Word + context vectors, summed in place; the AdaGrad state goes first, so the output never
+        # coexists with the training state.
+        del words.weight_gradsq, contexts.weight_gradsq
+        summed = words.weight.add_(contexts.weight)
         del words, contexts
-
-    vectors = np.zeros((cooc.vocab_size, config.dim), dtype=np.float32)
-    vectors[token_ids] = summed
+        _release_freed_memory()
+        vectors = np.zeros((cooc.vocab_size, config.dim), dtype=np.float32)
+        vectors[token_ids] = summed.to(device="cpu", dtype=torch.float32).numpy()
+        del summed
     if costs:
         logger.info("GloVe: %d iterations on %d pairs, final cost %.4f.", len(costs), num_pairs, costs[-1])
     return GloveVectors(vectors=vectors, trained=trained, config=config, costs=costs)
