@@ -254,6 +254,20 @@ class _AdaGradRows:
         self.bias = ((torch.rand(n, generator=generator, dtype=dtype) - 0.5) / dim).to(device)
         self.weight_gradsq = torch.ones(n, dim, dtype=dtype, device=device)
         self.bias_gradsq = torch.ones(n, dtype=dtype, device=device)
+        self._gathered = torch.empty(0, dim, dtype=dtype, device=device)
+
+    def gather(self, rows: torch.Tensor) -> torch.Tensor:
+        """A copy of the weight rows `rows`, in a buffer reused from batch to batch (valid until the next call).
+
+        A fresh [rows, dim] matrix per batch would cost page faults, and the allocator keeps freed
+        blocks of that size around, which adds to the peak.
+        """
+        if self._gathered.shape[0] < rows.numel():
+            self._gathered = torch.empty(
+                min(self.weight.shape[0], int(rows.numel() * 1.125) + 64), self.weight.shape[1],
+                dtype=self.weight.dtype, device=self.weight.device,
+            )
+        return torch.index_select(self.weight, 0, rows, out=self._gathered[: rows.numel()])
 
     def update_rows(self, rows, current, gradient, learning_rate, clip):
         """One AdaGrad step of the weight rows `rows` (whose current values are `current`), in place on
@@ -302,37 +316,64 @@ def _compact_ids(ids: torch.Tensor, num_tokens: int):
     return distinct, position[ids]
 
 
-def _train_batch(words, contexts, rows, cols, log_counts, weights, num_tokens, config, pool=None) -> torch.Tensor:
-    """One AdaGrad step on a batch of distinct pairs ordered by word; returns the batch's summed cost
-    (float64, on device)."""
+@dataclass
+class _Batch:
+    """Everything about a batch that does not depend on the parameters (computed ahead, off the critical path)."""
+
+    word_ids: torch.Tensor  # distinct compact word ids, sorted
+    word_index: torch.Tensor  # per pair: position of its word in word_ids (pairs grouped by word)
+    context_ids: torch.Tensor
+    context_index: torch.Tensor
+    crow: torch.Tensor  # CSR row pointers of the pairs over word_ids
+    by_context: torch.Tensor  # the pairs' order grouped by context
+    context_crow: torch.Tensor  # CSR row pointers of that order over context_ids
+    log_counts: torch.Tensor
+    weights: torch.Tensor
+
+
+def _prepare_batch(source, pair_ids, num_tokens, config) -> _Batch:
+    rows, cols, counts = source.batch(pair_ids)
     word_ids, word_index = _compact_ids(rows, num_tokens)
     context_ids, context_index = _compact_ids(cols, num_tokens)
     num_words, num_contexts = word_ids.numel(), context_ids.numel()
+    by_context = _argsort(context_index * num_words + word_index)
+    return _Batch(
+        word_ids=word_ids,
+        word_index=word_index,
+        context_ids=context_ids,
+        context_index=context_index,
+        # The pairs come in the CSR's order, so grouped by word: the batch is a CSR over its distinct rows.
+        crow=_row_pointers(word_index, num_words),
+        by_context=by_context,
+        context_crow=_row_pointers(context_index[by_context], num_contexts),
+        log_counts=counts.log(),
+        weights=(counts / config.x_max).pow_(config.alpha).clamp_(max=1.0),
+    )
 
-    # The pairs come in the CSR's order, so grouped by word: the batch is a CSR over its distinct rows.
-    crow = _row_pointers(word_index, num_words)
 
-    word_rows = words.weight.index_select(0, word_ids)
-    context_rows = contexts.weight.index_select(0, context_ids)
-    pattern = _csr(crow, context_index, torch.ones_like(log_counts), (num_words, num_contexts))
+def _train_batch(words, contexts, batch: _Batch, config, pool=None) -> torch.Tensor:
+    """One AdaGrad step on a prepared batch of distinct pairs; returns its summed cost (float64, on device)."""
+    num_words, num_contexts = batch.word_ids.numel(), batch.context_ids.numel()
+    word_rows = words.gather(batch.word_ids)
+    context_rows = contexts.gather(batch.context_ids)
+    pattern = _csr(batch.crow, batch.context_index, torch.ones_like(batch.log_counts), (num_words, num_contexts))
     dots = torch.sparse.sampled_addmm(pattern, word_rows, context_rows.t(), beta=0.0).values()
 
-    diff = dots + words.bias[word_ids][word_index] + contexts.bias[context_ids][context_index] - log_counts
-    weighted_diff = weights * diff
+    biases = words.bias[batch.word_ids][batch.word_index] + contexts.bias[batch.context_ids][batch.context_index]
+    diff = dots.add_(biases).sub_(batch.log_counts)
+    weighted_diff = batch.weights * diff
     cost = 0.5 * torch.dot(weighted_diff.double(), diff.double())
 
     # Summed gradients: d/dw_i = sum_j fdiff_ij c_j ; d/dc_j = sum_i fdiff_ij w_i. The word side and
     # the context side read the gathered rows and write disjoint parameters, so they can run at
     # once on two CPU threads without changing the result.
     def word_side():
-        _update_side(words, word_ids, word_rows, crow, context_index, weighted_diff, context_rows, config)
+        _update_side(words, batch.word_ids, word_rows, batch.crow, batch.context_index, weighted_diff, context_rows, config)
 
     def context_side():
-        by_context = _argsort(context_index * num_words + word_index)
-        context_crow = _row_pointers(context_index[by_context], num_contexts)
         _update_side(
-            contexts, context_ids, context_rows, context_crow, word_index[by_context], weighted_diff[by_context],
-            word_rows, config,
+            contexts, batch.context_ids, context_rows, batch.context_crow, batch.word_index[batch.by_context],
+            weighted_diff[batch.by_context], word_rows, config,
         )
 
     if pool is None:
@@ -517,7 +558,8 @@ def train_glove(
     # torch's OpenMP barriers between small kernels stall.
     split = device.type == "cpu" and threads >= 2
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="glove") if split else None
-    with _torch_threads(max(1, threads // 2) if split else config.num_threads), _shutdown(pool):
+    prefetch = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="glove-prefetch") if split else None
+    with _torch_threads(max(1, threads // 2) if split else config.num_threads), _shutdown(pool), _shutdown(prefetch):
         # The pairs are read straight from the CSR in a new pseudo-random order every iteration (the C
         # tool writes a shuffled copy to disk instead): no per-pair array beyond the caller's counts.
         source = _PairSource(csr, compact, device, dtype)
@@ -533,15 +575,23 @@ def train_glove(
                 permutation = _PairPermutation(num_pairs, generator, device)
                 # Summed on the device: no host synchronization per batch on a GPU.
                 total_cost = torch.zeros((), dtype=torch.float64, device=device)
+
+                def prepare(batch_start):
+                    stop = min(batch_start + config.batch_size, num_pairs)
+                    pair_ids = permutation(torch.arange(batch_start, stop, device=device))
+                    return _prepare_batch(source, pair_ids, token_ids.size, config)
+
+                # On a CPU the next batch is prepared on another thread while this one trains: that
+                # work needs no parameters, and it fills the core left idle by the serial part of a step.
+                upcoming = prefetch.submit(prepare, 0) if prefetch is not None else None
                 for batch_start in range(0, num_pairs, config.batch_size):
-                    positions = torch.arange(
-                        batch_start, min(batch_start + config.batch_size, num_pairs), device=device
-                    )
-                    rows, cols, batch_counts = source.batch(permutation(positions))
-                    weights = (batch_counts / config.x_max).pow_(config.alpha).clamp_(max=1.0)
-                    total_cost += _train_batch(
-                        words, contexts, rows, cols, batch_counts.log(), weights, token_ids.size, config, pool
-                    )
+                    if prefetch is not None:
+                        batch = upcoming.result()
+                        if batch_start + config.batch_size < num_pairs:
+                            upcoming = prefetch.submit(prepare, batch_start + config.batch_size)
+                    else:
+                        batch = prepare(batch_start)
+                    total_cost += _train_batch(words, contexts, batch, config, pool)
                     bar.update(1)
                 cost = float(total_cost) / num_pairs
                 if not math.isfinite(cost):
