@@ -111,6 +111,13 @@ def test_bad_input_errors(tmp_path):
         count_cooccurrences([[], []], 5, progress=False)
     with pytest.raises(CooccurrenceError, match="No co-occurrence file"):
         CooccurrenceMatrix.load(tmp_path / "missing.npz")
+    finalized = CooccurrenceCounter(5)
+    finalized.update([0, 1, 2])
+    finalized.finalize(min_count=0)
+    with pytest.raises(CooccurrenceError, match="already called"):
+        finalized.finalize(min_count=0)
+    with pytest.raises(CooccurrenceError, match="finalized"):
+        finalized.update([1, 2])
     with pytest.raises(CooccurrenceError, match="two passes"):
         count_cooccurrences(iter([[1, 2]]), 5, skip_rare_in_window=True, progress=False)
 

@@ -31,7 +31,7 @@ COOCCURRENCE_FORMAT_VERSION = 1
 
 # Pairs built per sparse conversion: bounds the temporaries (row, col: int32, weight: float64
 # = 16 bytes a pair) independently of `chunk_tokens` and `window`.
-_MAX_PAIRS_PER_BLOCK = 8_000_000
+_MAX_PAIRS_PER_BLOCK = 2_000_000
 
 
 class CooccurrenceError(TokswapError):
@@ -197,8 +197,11 @@ class CooccurrenceCounter:
         self._index_dtype = _index_dtype(self.vocab_size)
         self.token_counts = np.zeros(self.vocab_size, dtype=np.int64)
         # One-directional counts: M[left, right] for `left` before `right`. The symmetric matrix
-        # is M + M.T, formed once in finalize(): half the pairs to sort and merge.
-        self._accumulator = sp.csr_matrix((self.vocab_size, self.vocab_size), dtype=np.float64)
+        # is M + M.T, formed once in finalize(): half the pairs to sort and merge. M is kept as a
+        # few partial sums of decreasing size (merged like a binary counter), so the total merge
+        # work grows as N log N with the corpus, where one running sum would copy it per block.
+        self._partial_sums: list = []
+        self._finalized = False
         self._buffer: list = []
         self._buffered_tokens = 0
         self.num_documents = 0
@@ -206,6 +209,8 @@ class CooccurrenceCounter:
     # ------------------------------------------------------------------ input
     def update(self, ids) -> None:
         """Add one document (a 1-D array or list of token ids)."""
+        if self._finalized:
+            raise CooccurrenceError("This counter was finalized; start a new CooccurrenceCounter to count more.")
         array = np.asarray(ids)
         if array.ndim != 1:
             raise CooccurrenceError(f"update() takes one document as a 1-D sequence of ids, got shape {array.shape}.")
@@ -272,11 +277,20 @@ class CooccurrenceCounter:
             self._merge(rows, cols, weights)
 
     def _merge(self, rows: list, cols: list, weights: list) -> None:
-        block = _sum_pairs(
-            np.concatenate(rows), np.concatenate(cols), np.concatenate(weights), self.vocab_size
-        )
-        # Adding two canonical CSR matrices is a linear merge.
-        self._accumulator = self._accumulator + block
+        # Each list is emptied as soon as it is concatenated, and `_sum_pairs` frees its inputs as it
+        # goes: at most about two copies of the block's pairs exist at once.
+        arrays = []
+        for pieces in (rows, cols, weights):
+            arrays.append(np.concatenate(pieces))
+            pieces.clear()
+        block = _sum_pairs(arrays, self.vocab_size)
+        self._partial_sums.append(block)
+        # Adding two canonical CSR matrices is a linear merge; merge while neighbours are of similar size.
+        while len(self._partial_sums) >= 2 and self._partial_sums[-2].nnz <= 2 * self._partial_sums[-1].nnz:
+            newer = self._partial_sums.pop()
+            older = self._partial_sums.pop()
+            self._partial_sums.append(older + newer)
+            del older, newer
 
     # ----------------------------------------------------------------- output
     def finalize(self, min_count: int = 5) -> CooccurrenceMatrix:
@@ -288,14 +302,28 @@ class CooccurrenceCounter:
 
         Returns:
             `CooccurrenceMatrix` with float32 values (accumulated in float64).
+
+        The counter is consumed (its partial sums are released as the result is built): count
+        another corpus with a new `CooccurrenceCounter`.
         """
+        if self._finalized:
+            raise CooccurrenceError("finalize() was already called on this counter; start a new CooccurrenceCounter.")
         self._flush()
-        matrix = self._accumulator
-        if self.symmetric:
-            matrix = (matrix + matrix.T.tocsr()).tocsr()
-        matrix.sum_duplicates()
+        self._finalized = True
+        # Rare tokens are dropped from the one-directional counts (half the pairs), and each
+        # intermediate is released as soon as the next exists: the peak is about three copies of
+        # the one-directional pairs.
+        matrix = sp.csr_matrix((self.vocab_size, self.vocab_size), dtype=np.float64)
+        while self._partial_sums:  # smallest first
+            matrix = self._partial_sums.pop() + matrix
         matrix = _drop_tokens(matrix, self.token_counts >= min_count)
-        matrix = sp.csr_matrix((matrix.data.astype(np.float32), matrix.indices, matrix.indptr), shape=matrix.shape)
+        if self.symmetric:
+            transposed = matrix.T.tocsr()
+            matrix = matrix + transposed
+            del transposed
+        matrix.sum_duplicates()
+        data = matrix.data.astype(np.float32)
+        matrix = sp.csr_matrix((data, matrix.indices, matrix.indptr), shape=matrix.shape)
         return CooccurrenceMatrix(
             matrix=matrix,
             token_counts=self.token_counts.copy(),
@@ -306,13 +334,16 @@ class CooccurrenceCounter:
         )
 
 
-def _sum_pairs(rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, size: int) -> sp.csr_matrix:
+def _sum_pairs(pairs: list, size: int) -> sp.csr_matrix:
     """Sum duplicate (row, col) pairs into a canonical CSR matrix in linear time.
 
+    `pairs` is `[rows, cols, weights]`; it is emptied, so that the inputs are freed once sorted.
     Two stable counting sorts (by column, then by row) leave the columns of each row sorted, so
     duplicates are adjacent and no comparison sort is needed; scipy's public COO -> CSR path sorts
     every row instead, which is the bottleneck of counting.
     """
+    rows, cols, weights = pairs
+    pairs.clear()
     try:
         from scipy.sparse import _sparsetools
     except ImportError:  # pragma: no cover - private module moved: fall back to the public path
@@ -327,9 +358,11 @@ def _sum_pairs(rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, size: in
     by_col_rows = np.empty(count, dtype=index_dtype)
     by_col_weights = np.empty(count, dtype=weights.dtype)
     _sparsetools.coo_tocsr(size, size, count, cols, rows, weights, by_col_ptr, by_col_rows, by_col_weights)
+    weight_dtype = weights.dtype
+    del rows, cols, weights
     indptr = np.empty(size + 1, dtype=index_dtype)
     indices = np.empty(count, dtype=index_dtype)
-    data = np.empty(count, dtype=weights.dtype)
+    data = np.empty(count, dtype=weight_dtype)
     _sparsetools.csr_tocsc(size, size, by_col_ptr, by_col_rows, by_col_weights, indptr, indices, data)
     del by_col_ptr, by_col_rows, by_col_weights
     block = sp.csr_matrix((data, indices, indptr), shape=(size, size))
@@ -340,15 +373,16 @@ def _sum_pairs(rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, size: in
 
 def _drop_tokens(matrix: sp.csr_matrix, kept: np.ndarray) -> sp.csr_matrix:
     """Remove every entry whose row or column token is not in `kept` (shape stays [V, V])."""
-    if kept.all():
+    row_lengths = np.diff(matrix.indptr)
+    keep = kept[matrix.indices]
+    keep &= np.repeat(kept, row_lengths)
+    if keep.all():  # e.g. rare tokens were skipped while counting: nothing to copy
         return matrix
-    row_kept = np.repeat(kept, np.diff(matrix.indptr))
-    keep = row_kept & kept[matrix.indices]
-    counts_per_row = np.bincount(
-        np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))[keep], minlength=matrix.shape[0]
-    )
-    indptr = np.zeros(matrix.shape[0] + 1, dtype=matrix.indptr.dtype)
-    np.cumsum(counts_per_row, out=indptr[1:])
+    # Kept entries before each row start, from one cumulative sum (no per-entry row array).
+    kept_before = np.zeros(keep.size + 1, dtype=matrix.indptr.dtype)
+    np.cumsum(keep, out=kept_before[1:])
+    indptr = kept_before[matrix.indptr]
+    del kept_before
     return sp.csr_matrix((matrix.data[keep], matrix.indices[keep], indptr), shape=matrix.shape)
 
 
