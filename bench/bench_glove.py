@@ -364,8 +364,8 @@ def main():
     lines = [
         "# GloVe: tokswap vs Stanford GloVe C tool",
         "",
-        f"Command: `{command}` (took {elapsed / 60:.1f} min; load average at the end {load[0]:.1f} on 2 cores: "
-        "other jobs shared the CPU, so absolute times are slow; the ratios are measured side by side).",
+        f"Command: `{command}` (took {elapsed / 60:.1f} min; load average at the end {load[0]:.1f} on "
+        f"{os.cpu_count()} cores; absolute times depend on the load, the ratios are measured side by side).",
         "",
         f"Corpus: {num_tokens:,} tokens ({len(documents)} documents of Python stdlib source) tokenized with "
         f"{args.tokenizer} (vocab {vocab_size:,}); window {args.window}, min count {args.min_count}, "

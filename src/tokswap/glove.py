@@ -386,6 +386,9 @@ def _train_batch(words, contexts, batch: _Batch, config, pool=None) -> torch.Ten
     return cost
 
 
+# Prepare the next batch on another thread while one trains (CPU, two or more threads).
+_PREFETCH_NEXT_BATCH = True
+
 # Rows updated at once: bounds the gradient and AdaGrad temporaries to a few MB whatever the batch.
 _UPDATE_CHUNK_ROWS = 2048
 
@@ -558,7 +561,10 @@ def train_glove(
     # torch's OpenMP barriers between small kernels stall.
     split = device.type == "cpu" and threads >= 2
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="glove") if split else None
-    prefetch = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="glove-prefetch") if split else None
+    prefetch = (
+        concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="glove-prefetch")
+        if split and _PREFETCH_NEXT_BATCH else None
+    )
     with _torch_threads(max(1, threads // 2) if split else config.num_threads), _shutdown(pool), _shutdown(prefetch):
         # The pairs are read straight from the CSR in a new pseudo-random order every iteration (the C
         # tool writes a shuffled copy to disk instead): no per-pair array beyond the caller's counts.
