@@ -221,17 +221,19 @@ def test_glove_errors():
         GloveConfig(dim=0)
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 1000, 4097])
-def test_pair_permutation_is_a_bijection(n):
+@pytest.mark.parametrize("n, batch_size", [(1, 4), (2, 1), (3, 2), (7, 3), (64, 16), (1000, 64), (4097, 512)])
+def test_pair_permutation_visits_every_pair_once(n, batch_size):
     import torch
 
     from tokswap.glove import _PairPermutation
 
-    permutation = _PairPermutation(n, torch.Generator().manual_seed(n), "cpu")
-    values = permutation(torch.arange(n))
-    assert sorted(values.tolist()) == list(range(n))
-    # The same positions give the same values: batches can be computed one at a time.
-    assert torch.equal(permutation(torch.arange(n // 2, n)), values[n // 2 :])
+    permutation = _PairPermutation(n, batch_size, torch.Generator().manual_seed(n), "cpu")
+    chunks = [permutation.chunk(index) for index in range(permutation.num_chunks)]
+    assert sorted(torch.cat(chunks).tolist()) == list(range(n))
+    # Chunks are computed independently (one per batch, on another thread): the same index, the same pairs.
+    assert torch.equal(permutation.chunk(permutation.num_chunks - 1), chunks[-1])
+    # About `batch_size` pairs each.
+    assert max(chunk.numel() for chunk in chunks) <= 2 * batch_size + 8
 
 
 def test_pair_permutations_differ_between_keys_and_look_shuffled():
@@ -241,13 +243,16 @@ def test_pair_permutations_differ_between_keys_and_look_shuffled():
 
     generator = torch.Generator().manual_seed(0)
     n = 100_000
-    first, second = (_PairPermutation(n, generator, "cpu")(torch.arange(n)) for _ in range(2))
+    first, second = (
+        torch.cat([p.chunk(i) for i in range(p.num_chunks)])
+        for p in (_PairPermutation(n, 1000, generator, "cpu") for _ in range(2))
+    )
     assert not torch.equal(first, second)
-    # A batch of consecutive positions is spread over the whole range, not a contiguous block.
+    # A batch is spread over the whole range, not a contiguous block.
     head = first[:1000].double()
     assert head.min() < 0.05 * n and head.max() > 0.95 * n
     assert abs(head.mean().item() - n / 2) < 0.05 * n
-    # Rank correlation between position and value is near zero.
+    # Correlation between position in the order and pair index is near zero.
     correlation = np.corrcoef(np.arange(n), first.numpy())[0, 1]
     assert abs(correlation) < 0.02
 

@@ -428,27 +428,36 @@ def _argsort(keys: torch.Tensor) -> torch.Tensor:
 
 
 class _PairPermutation:
-    """A seeded pseudo-random permutation of `0..n-1`, computed on demand: no index array is stored.
+    """A seeded pseudo-random order of the pair indices `0..n-1`, computed on demand: no index array is stored.
 
-    A balanced Feistel network over the smallest even number of bits that covers `n`, with cycle
-    walking for the values that land at or above `n` (a walk always ends, because the cycle of an
-    in-range value returns to the range). Every iteration of GloVe draws new round keys, so each
-    pass visits the pairs in a fresh random order, with memory independent of the number of pairs.
-    This replaces the C tool's `shuffle` step and its on-disk copy of the pairs.
+    A balanced Feistel network permutes the smallest power-of-four domain that covers `n` (less than
+    `4 n`). Chunk `k` is the image of a contiguous range of domain positions, keeping the values below
+    `n`: over all chunks every pair index comes exactly once, with no cycle walking (whose long tail of
+    small passes dominated the cost). Chunks have about `batch_size` pairs each. Every GloVe iteration
+    draws new round keys, so each pass visits the pairs in a fresh random order, with memory
+    independent of the number of pairs. This replaces the C tool's `shuffle` step and its on-disk copy
+    of the pairs.
     """
 
     # Three rounds already make a pseudo-random permutation (Luby-Rackoff); this only has to shuffle.
     ROUNDS = 3
 
-    def __init__(self, n: int, generator: torch.Generator, device):
+    def __init__(self, n: int, batch_size: int, generator: torch.Generator, device):
         if n < 1:
             raise GloveError("Cannot permute an empty set of pairs.")
         self.n = n
-        bits = max(2, (n - 1).bit_length())
-        self.half_bits = (bits + 1) // 2
+        self.half_bits, self.domain, self.span, self.num_chunks = self.geometry(n, batch_size)
         self.half_mask = (1 << self.half_bits) - 1
         self.keys = torch.randint(0, 1 << 31, (self.ROUNDS,), generator=generator, dtype=torch.int64).tolist()
         self.device = device
+
+    @staticmethod
+    def geometry(n: int, batch_size: int):
+        """(half bits, domain size, domain positions per chunk, number of chunks) for `n` pairs."""
+        half_bits = (max(2, (n - 1).bit_length()) + 1) // 2
+        domain = 1 << (2 * half_bits)
+        span = max(1, math.ceil(batch_size * domain / n))
+        return half_bits, domain, span, math.ceil(domain / span)
 
     @staticmethod
     def _mix(x: torch.Tensor) -> torch.Tensor:
@@ -464,14 +473,11 @@ class _PairPermutation:
             left, right = right, left ^ (self._mix((right ^ key) & 0xFFFFFFFF) & self.half_mask)
         return (left << self.half_bits) | right
 
-    def __call__(self, positions: torch.Tensor) -> torch.Tensor:
-        """The permuted values at `positions` (int64, each in `0..n-1`)."""
-        values = self._encrypt(positions)
-        outside = values >= self.n
-        while bool(outside.any()):
-            values[outside] = self._encrypt(values[outside])
-            outside = values >= self.n
-        return values
+    def chunk(self, index: int) -> torch.Tensor:
+        """The pair indices of chunk `index` (int64; possibly empty for a tiny `n`)."""
+        start = index * self.span
+        values = self._encrypt(torch.arange(start, min(start + self.span, self.domain), device=self.device))
+        return values[values < self.n]
 
 
 class _PairSource:
@@ -572,32 +578,32 @@ def train_glove(
         words = _AdaGradRows(token_ids.size, config.dim, generator, dtype, device)
         contexts = _AdaGradRows(token_ids.size, config.dim, generator, dtype, device)
 
-        num_batches = math.ceil(num_pairs / config.batch_size)
+        num_batches = _PairPermutation.geometry(num_pairs, config.batch_size)[3]
         costs = []
         bar = tqdm(total=config.iterations * num_batches, desc="GloVe", unit="batch", disable=not progress)
         with torch.no_grad():
             for iteration in range(config.iterations):
                 started = time.perf_counter()
-                permutation = _PairPermutation(num_pairs, generator, device)
+                permutation = _PairPermutation(num_pairs, config.batch_size, generator, device)
                 # Summed on the device: no host synchronization per batch on a GPU.
                 total_cost = torch.zeros((), dtype=torch.float64, device=device)
 
-                def prepare(batch_start):
-                    stop = min(batch_start + config.batch_size, num_pairs)
-                    pair_ids = permutation(torch.arange(batch_start, stop, device=device))
-                    return _prepare_batch(source, pair_ids, token_ids.size, config)
+                def prepare(index):
+                    pair_ids = permutation.chunk(index)
+                    return _prepare_batch(source, pair_ids, token_ids.size, config) if pair_ids.numel() else None
 
                 # On a CPU the next batch is prepared on another thread while this one trains: that
                 # work needs no parameters, and it fills the core left idle by the serial part of a step.
                 upcoming = prefetch.submit(prepare, 0) if prefetch is not None else None
-                for batch_start in range(0, num_pairs, config.batch_size):
+                for index in range(permutation.num_chunks):
                     if prefetch is not None:
                         batch = upcoming.result()
-                        if batch_start + config.batch_size < num_pairs:
-                            upcoming = prefetch.submit(prepare, batch_start + config.batch_size)
+                        if index + 1 < permutation.num_chunks:
+                            upcoming = prefetch.submit(prepare, index + 1)
                     else:
-                        batch = prepare(batch_start)
-                    total_cost += _train_batch(words, contexts, batch, config, pool)
+                        batch = prepare(index)
+                    if batch is not None:
+                        total_cost += _train_batch(words, contexts, batch, config, pool)
                     bar.update(1)
                 cost = float(total_cost) / num_pairs
                 if not math.isfinite(cost):
