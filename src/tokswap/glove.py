@@ -250,8 +250,9 @@ class _AdaGradRows:
 
     def __init__(self, n: int, dim: int, generator: torch.Generator, dtype, device):
         # Drawn on CPU from a seeded generator so that CPU and CUDA runs start identically.
-        self.weight = ((torch.rand(n, dim, generator=generator, dtype=dtype) - 0.5) / dim).to(device)
-        self.bias = ((torch.rand(n, generator=generator, dtype=dtype) - 0.5) / dim).to(device)
+        # In place: no temporaries of the parameters' size.
+        self.weight = torch.rand(n, dim, generator=generator, dtype=dtype).sub_(0.5).div_(dim).to(device)
+        self.bias = torch.rand(n, generator=generator, dtype=dtype).sub_(0.5).div_(dim).to(device)
         self.weight_gradsq = torch.ones(n, dim, dtype=dtype, device=device)
         self.bias_gradsq = torch.ones(n, dtype=dtype, device=device)
         self._gathered = torch.empty(0, dim, dtype=dtype, device=device)
@@ -390,7 +391,7 @@ def _train_batch(words, contexts, batch: _Batch, config, pool=None) -> torch.Ten
 _PREFETCH_NEXT_BATCH = True
 
 # Rows updated at once: bounds the gradient and AdaGrad temporaries to a few MB whatever the batch.
-_UPDATE_CHUNK_ROWS = 2048
+_UPDATE_CHUNK_ROWS = 1024
 
 
 def _update_side(params, ids, current, crow, other_index, weighted_diff, other_rows, config):
