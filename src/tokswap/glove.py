@@ -264,6 +264,7 @@ class _AdaGradRows:
         blocks of that size around, which adds to the peak.
         """
         if self._gathered.shape[0] < rows.numel():
+            # With headroom, so that the buffer rarely has to grow again.
             self._gathered = torch.empty(
                 min(self.weight.shape[0], int(rows.numel() * 1.125) + 64), self.weight.shape[1],
                 dtype=self.weight.dtype, device=self.weight.device,
@@ -328,6 +329,8 @@ class _Batch:
     crow: torch.Tensor  # CSR row pointers of the pairs over word_ids
     by_context: torch.Tensor  # the pairs' order grouped by context
     context_crow: torch.Tensor  # CSR row pointers of that order over context_ids
+    context_index_by_context: torch.Tensor  # context_index in that order (sorted)
+    word_index_by_context: torch.Tensor  # word_index in that order
     log_counts: torch.Tensor
     weights: torch.Tensor
 
@@ -338,6 +341,7 @@ def _prepare_batch(source, pair_ids, num_tokens, config) -> _Batch:
     context_ids, context_index = _compact_ids(cols, num_tokens)
     num_words, num_contexts = word_ids.numel(), context_ids.numel()
     by_context = _argsort(context_index * num_words + word_index)
+    context_index_by_context = context_index[by_context]
     return _Batch(
         word_ids=word_ids,
         word_index=word_index,
@@ -346,7 +350,9 @@ def _prepare_batch(source, pair_ids, num_tokens, config) -> _Batch:
         # The pairs come in the CSR's order, so grouped by word: the batch is a CSR over its distinct rows.
         crow=_row_pointers(word_index, num_words),
         by_context=by_context,
-        context_crow=_row_pointers(context_index[by_context], num_contexts),
+        context_crow=_row_pointers(context_index_by_context, num_contexts),
+        context_index_by_context=context_index_by_context,
+        word_index_by_context=word_index[by_context],
         log_counts=counts.log(),
         weights=(counts / config.x_max).pow_(config.alpha).clamp_(max=1.0),
     )
@@ -369,12 +375,15 @@ def _train_batch(words, contexts, batch: _Batch, config, pool=None) -> torch.Ten
     # the context side read the gathered rows and write disjoint parameters, so they can run at
     # once on two CPU threads without changing the result.
     def word_side():
-        _update_side(words, batch.word_ids, word_rows, batch.crow, batch.context_index, weighted_diff, context_rows, config)
+        _update_side(
+            words, batch.word_ids, word_rows, batch.crow, batch.word_index, batch.context_index, weighted_diff,
+            context_rows, config,
+        )
 
     def context_side():
         _update_side(
-            contexts, batch.context_ids, context_rows, batch.context_crow, batch.word_index[batch.by_context],
-            weighted_diff[batch.by_context], word_rows, config,
+            contexts, batch.context_ids, context_rows, batch.context_crow, batch.context_index_by_context,
+            batch.word_index_by_context, weighted_diff[batch.by_context], word_rows, config,
         )
 
     if pool is None:
@@ -387,23 +396,20 @@ def _train_batch(words, contexts, batch: _Batch, config, pool=None) -> torch.Ten
     return cost
 
 
-# Prepare the next batch on another thread while one trains (CPU, two or more threads).
-_PREFETCH_NEXT_BATCH = True
-
 # Rows updated at once: bounds the gradient and AdaGrad temporaries to a few MB whatever the batch.
 _UPDATE_CHUNK_ROWS = 1024
 
 
-def _update_side(params, ids, current, crow, other_index, weighted_diff, other_rows, config):
-    """AdaGrad step of one side (words or contexts) from the batch as a CSR over its distinct rows.
+def _update_side(params, ids, current, crow, row_index, other_index, weighted_diff, other_rows, config):
+    """AdaGrad step of one side (words or contexts) from the batch as a CSR over its distinct rows
+    (`crow`; `row_index` and `other_index` give each pair's row and column, in the CSR's order).
 
     The gradient `CSR @ other_rows` is computed and applied `_UPDATE_CHUNK_ROWS` rows at a time, so
     no `rows x dim` gradient or AdaGrad temporary of the whole batch exists.
     """
     num_rows = ids.numel()
     bias_grad = torch.zeros(num_rows, dtype=weighted_diff.dtype, device=weighted_diff.device)
-    row_of_pair = torch.repeat_interleave(torch.arange(num_rows, device=crow.device), crow.diff())
-    params.update_bias(ids, bias_grad.index_add_(0, row_of_pair, weighted_diff), config.learning_rate)
+    params.update_bias(ids, bias_grad.index_add_(0, row_index, weighted_diff), config.learning_rate)
     bounds = crow.tolist() if crow.device.type == "cpu" else None
     for start in range(0, num_rows, _UPDATE_CHUNK_ROWS):
         stop = min(start + _UPDATE_CHUNK_ROWS, num_rows)
@@ -489,7 +495,6 @@ class _PairSource:
     """
 
     def __init__(self, csr, compact: np.ndarray, device, dtype):
-        self.num_pairs = int(csr.nnz)
         as_tensor = torch.from_numpy if device.type == "cpu" else (lambda a: torch.from_numpy(a).to(device))
         self.indptr = as_tensor(np.ascontiguousarray(csr.indptr, dtype=np.int64))
         self.indices = as_tensor(np.ascontiguousarray(csr.indices))
@@ -569,8 +574,7 @@ def train_glove(
     split = device.type == "cpu" and threads >= 2
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="glove") if split else None
     prefetch = (
-        concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="glove-prefetch")
-        if split and _PREFETCH_NEXT_BATCH else None
+        concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="glove-prefetch") if split else None
     )
     with _torch_threads(max(1, threads // 2) if split else config.num_threads), _shutdown(pool), _shutdown(prefetch):
         # The pairs are read straight from the CSR in a new pseudo-random order every iteration (the C
