@@ -1,0 +1,530 @@
+"""Self-distillation across a tokenizer swap: the original model teaches its swapped self.
+
+After a swap, the model's body is intact but its embeddings speak a new vocabulary. The model *before*
+the swap, reading the same text in its own tokens, is the best teacher there is: no other model and no
+new data are needed. The two tokenizations are aligned by bytes (`tokswap.byte_alignment`); wherever
+both end a token at the same byte, both models have read the same text, and the student is trained to
+
+- give each chunk of text between shared boundaries the teacher's likelihood (as ALM does:
+  `likelihood_loss="binary_kl"` compares the chunk's probability p as a Bernoulli event,
+  `"abs"` the absolute difference of log-likelihoods), weight `likelihood_weight`;
+- be in the teacher's hidden state at each shared boundary (mean squared difference of the final
+  hidden states, or of every layer's), weight `hidden_weight`;
+- plus the ordinary next-token cross-entropy on its own tokens, weight `ce_weight`.
+
+All parts are sums over the batch divided by the number of scored student tokens in the whole
+(gradient-accumulated) batch, so accumulation gives the same update as one large batch. Logits are
+computed `chunk_size` positions at a time (student chunks recomputed in backward), so neither model's
+`[batch, length, vocab]` logits ever exist.
+
+```python
+from tokswap.self_distillation import SelfDistillationConfig, SelfDistillationTrainer
+
+config = SelfDistillationConfig(output_dir="run", max_steps=200, per_device_train_batch_size=4, max_length=128)
+trainer = SelfDistillationTrainer(model=swapped_model, teacher_model=original_model, args=config,
+                                  train_dataset=text_dataset, processing_class=new_tokenizer,
+                                  teacher_tokenizer=original_tokenizer)
+trainer.train()
+```
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+from trl import SFTConfig, SFTTrainer
+
+from .byte_alignment import aligned_windows, token_byte_ends
+from .errors import TokswapError
+from .utils import get_logger
+
+logger = get_logger(__name__)
+
+LIKELIHOOD_LOSSES = ("binary_kl", "abs")
+HIDDEN_LAYERS = ("last", "all")
+
+
+class SelfDistillationError(TokswapError):
+    """Self-distillation cannot run as configured (the message says what to change)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Config
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SelfDistillationConfig(SFTConfig):
+    r"""
+    Configuration of [`SelfDistillationTrainer`]: everything of `trl.SFTConfig` plus the loss weights.
+
+    The dataset is tokenized by the trainer itself (both tokenizations of each text, cut into windows at shared
+    byte boundaries), so `dataset_kwargs={"skip_prepare_dataset": True}` and `remove_unused_columns=False` are set.
+
+    Parameters:
+        ce_weight (`float`, defaults to `1.0`): weight of the cross-entropy on the student's own tokens.
+        likelihood_weight (`float`, defaults to `1.0`): weight of matching the teacher's likelihood of each chunk.
+        hidden_weight (`float`, defaults to `1.0`): weight of matching the teacher's hidden states at shared
+            boundaries.
+        likelihood_loss (`str`, defaults to `"binary_kl"`): `"binary_kl"` or `"abs"`.
+        hidden_layers (`str`, defaults to `"last"`): `"last"` (the final, normed hidden state) or `"all"`
+            (every layer's output, averaged).
+        teacher_max_length (`int`, *optional*): teacher tokens per window (default `2 * max_length`).
+        chunk_size (`int`, defaults to `256`): positions whose logits are computed at once.
+    """
+
+    ce_weight: float = field(default=1.0, metadata={"help": "Weight of the cross-entropy on the student's tokens."})
+    likelihood_weight: float = field(
+        default=1.0, metadata={"help": "Weight of matching the teacher's likelihood of each aligned chunk of text."}
+    )
+    hidden_weight: float = field(
+        default=1.0, metadata={"help": "Weight of matching the teacher's hidden states at shared token boundaries."}
+    )
+    likelihood_loss: str = field(
+        default="binary_kl", metadata={"help": "'binary_kl' (chunk probability as a Bernoulli event) or 'abs'."}
+    )
+    hidden_layers: str = field(default="last", metadata={"help": "'last' (final normed state) or 'all' layers."})
+    teacher_max_length: Optional[int] = field(
+        default=None, metadata={"help": "Teacher tokens per window (default: 2 * max_length)."}
+    )
+    chunk_size: int = field(default=256, metadata={"help": "Positions whose logits are computed at once."})
+    bf16: Optional[bool] = field(
+        default=None, metadata={"help": "bf16 mixed precision; None uses it when a CUDA GPU supports it."}
+    )
+
+    def __post_init__(self):
+        from .training import bf16_supported
+
+        if self.bf16 is None and not self.fp16:
+            self.bf16 = bf16_supported()
+        if self.activation_checkpointing is None:
+            self.activation_checkpointing = bool(self.gradient_checkpointing)
+        self.dataset_kwargs = {**(self.dataset_kwargs or {}), "skip_prepare_dataset": True}
+        self.remove_unused_columns = False
+        super().__post_init__()
+        for name in ("ce_weight", "likelihood_weight", "hidden_weight"):
+            if getattr(self, name) < 0:
+                raise SelfDistillationError(f"{name} must be >= 0, got {getattr(self, name)}.")
+        if self.ce_weight + self.likelihood_weight + self.hidden_weight <= 0:
+            raise SelfDistillationError("At least one of ce_weight, likelihood_weight, hidden_weight must be > 0.")
+        if self.likelihood_loss not in LIKELIHOOD_LOSSES:
+            raise SelfDistillationError(f"likelihood_loss={self.likelihood_loss!r} is not one of {LIKELIHOOD_LOSSES}.")
+        if self.hidden_layers not in HIDDEN_LAYERS:
+            raise SelfDistillationError(f"hidden_layers={self.hidden_layers!r} is not one of {HIDDEN_LAYERS}.")
+        if self.max_length is None or self.max_length < 2:
+            raise SelfDistillationError(f"max_length must be >= 2, got {self.max_length}.")
+        if self.chunk_size < 1:
+            raise SelfDistillationError(f"chunk_size must be >= 1, got {self.chunk_size}.")
+
+
+# --------------------------------------------------------------------------------------------------
+# Data: both tokenizations, cut at shared boundaries
+# --------------------------------------------------------------------------------------------------
+
+
+def _bos_id(tokenizer) -> int:
+    for token_id in (tokenizer.bos_token_id, tokenizer.eos_token_id):
+        if token_id is not None:
+            return int(token_id)
+    raise SelfDistillationError("The tokenizer has neither a bos nor an eos token to start each window with.")
+
+
+def _encode(tokenizer, texts: list) -> list:
+    backend = getattr(tokenizer, "_tokenizer", None)
+    if backend is not None and hasattr(backend, "encode_batch"):
+        return [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
+def build_self_distillation_dataset(
+    texts, tokenizer, teacher_tokenizer, max_length: int, teacher_max_length: Optional[int] = None
+):
+    """Tokenize each text with both tokenizers and cut it into windows at shared byte boundaries.
+
+    Args:
+        texts (`list[str]` or a `datasets.Dataset` with a "text" column): the training text.
+        tokenizer: the student's (new) tokenizer.
+        teacher_tokenizer: the teacher's (original) tokenizer.
+        max_length (`int`): student positions per window, the bos token included.
+        teacher_max_length (`int`, *optional*): teacher positions per window (default `2 * max_length`).
+
+    Returns:
+        `datasets.Dataset` with columns `input_ids`, `labels` (the student's ids, bos first; -100 at the bos),
+        `teacher_input_ids`, `student_chunks`, `teacher_chunks` (chunk of each position, -1 at the bos).
+    """
+    from datasets import Dataset
+
+    if hasattr(texts, "column_names"):
+        if "text" not in texts.column_names:
+            raise SelfDistillationError(
+                f"Self-distillation reads raw text: the dataset has columns {texts.column_names}, no 'text' column."
+            )
+        texts = texts["text"]
+    teacher_max_length = teacher_max_length or 2 * max_length
+    student_bos, teacher_bos = _bos_id(tokenizer), _bos_id(teacher_tokenizer)
+    rows = {k: [] for k in ("input_ids", "labels", "teacher_input_ids", "student_chunks", "teacher_chunks")}
+    unaligned = 0
+    for start in range(0, len(texts), 256):
+        batch = [t for t in texts[start : start + 256] if t]
+        for text, s_ids, t_ids in zip(batch, _encode(tokenizer, batch), _encode(teacher_tokenizer, batch)):
+            s_ends, t_ends = token_byte_ends(tokenizer, s_ids, text), token_byte_ends(teacher_tokenizer, t_ids, text)
+            if s_ends is None or t_ends is None:
+                unaligned += 1
+                continue
+            for window in aligned_windows(s_ids, s_ends, t_ids, t_ends, max_length - 1, teacher_max_length - 1):
+                rows["input_ids"].append([student_bos] + window.student_ids)
+                rows["labels"].append([-100] + window.student_ids)
+                rows["teacher_input_ids"].append([teacher_bos] + window.teacher_ids)
+                rows["student_chunks"].append([-1] + window.student_chunks)
+                rows["teacher_chunks"].append([-1] + window.teacher_chunks)
+    if unaligned:
+        logger.warning(
+            "%d texts were left out of self-distillation: a tokenizer's tokens do not spell them byte for byte "
+            "(a normalizing tokenizer).", unaligned,
+        )
+    if not rows["input_ids"]:
+        raise SelfDistillationError(
+            "No training window could be built: the texts are empty or neither tokenizer spells them byte for byte."
+        )
+    return Dataset.from_dict(rows)
+
+
+def _pad(sequences: list, value: int) -> torch.Tensor:
+    length = max(len(s) for s in sequences)
+    return torch.tensor([list(s) + [value] * (length - len(s)) for s in sequences], dtype=torch.long)
+
+
+def collate_self_distillation(examples: list, student_pad: int = 0, teacher_pad: int = 0) -> dict:
+    """Right-pad a list of dataset rows into tensors (padding: -100 labels, -1 chunks, mask 0)."""
+    batch = {
+        "input_ids": _pad([e["input_ids"] for e in examples], student_pad),
+        "labels": _pad([e["labels"] for e in examples], -100),
+        "student_chunks": _pad([e["student_chunks"] for e in examples], -1),
+        "teacher_input_ids": _pad([e["teacher_input_ids"] for e in examples], teacher_pad),
+        "teacher_chunks": _pad([e["teacher_chunks"] for e in examples], -1),
+    }
+    batch["attention_mask"] = _pad([[1] * len(e["input_ids"]) for e in examples], 0)
+    batch["teacher_attention_mask"] = _pad([[1] * len(e["teacher_input_ids"]) for e in examples], 0)
+    return batch
+
+
+# --------------------------------------------------------------------------------------------------
+# The loss
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SelfDistillationLossOutput:
+    """`loss` (normalized, differentiable) and its parts, summed over the batch (detached)."""
+
+    loss: torch.Tensor
+    ce_sum: torch.Tensor
+    likelihood_sum: torch.Tensor
+    hidden_sum: torch.Tensor
+    num_tokens: int
+    num_chunks: int
+
+
+def _token_logprobs_chunk(hidden, targets, head, transform):
+    logits = transform(head(hidden))
+    logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+    return logits.gather(-1, targets[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
+def token_logprobs(hidden, input_ids, head, transform=None, chunk_size: int = 256, recompute: bool = True):
+    """log p(token t | tokens < t) for every position t >= 1, computed `chunk_size` positions at a time.
+
+    Args:
+        hidden (`[batch, length, d]`): final hidden states; position t-1 predicts token t.
+        input_ids (`[batch, length]`)
+        head: the output head; transform: logit scale / soft-cap (identity by default).
+        recompute (`bool`): drop each chunk's logits after the forward and rebuild them in backward.
+
+    Returns:
+        `[batch, length]` log-probabilities, 0 at position 0.
+    """
+    transform = transform or (lambda x: x)
+    batch, length = input_ids.shape
+    flat_hidden = hidden[:, :-1].reshape(-1, hidden.shape[-1])
+    flat_targets = input_ids[:, 1:].reshape(-1).to(hidden.device)
+    parts = []
+    use_checkpoint = recompute and torch.is_grad_enabled() and flat_hidden.requires_grad
+    for start in range(0, flat_hidden.shape[0], chunk_size):
+        args = (flat_hidden[start : start + chunk_size], flat_targets[start : start + chunk_size])
+        if use_checkpoint:
+            parts.append(checkpoint(_token_logprobs_chunk, *args, head, transform, use_reentrant=False))
+        else:
+            parts.append(_token_logprobs_chunk(*args, head, transform))
+    logprobs = torch.cat(parts).reshape(batch, length - 1) if parts else hidden.new_zeros(batch, 0)
+    return F.pad(logprobs, (1, 0))
+
+
+def _log1mexp(x: torch.Tensor) -> torch.Tensor:
+    """log(1 - exp(x)) for x <= 0, stable at both ends (x clamped just below 0)."""
+    x = x.clamp(max=-1e-7)
+    return torch.where(x > -math.log(2.0), torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
+
+
+def _chunk_sums(values: torch.Tensor, chunks: torch.Tensor, num_chunks: int, offsets: torch.Tensor) -> torch.Tensor:
+    """Sum `values[b, t]` into global chunk slots `offsets[b] + chunks[b, t]` (positions with chunk -1 skipped)."""
+    keep = chunks >= 0
+    slots = (chunks + offsets[:, None])[keep]
+    return values.new_zeros(num_chunks).index_add(0, slots, values[keep])
+
+
+def _last_positions(chunks: torch.Tensor, num_chunks: int, offsets: torch.Tensor) -> torch.Tensor:
+    """For each global chunk, the flat index (b * length + t) of its last token."""
+    batch, length = chunks.shape
+    keep = chunks >= 0
+    flat_index = torch.arange(batch * length, device=chunks.device).reshape(batch, length)
+    slots = (chunks + offsets[:, None])[keep]
+    return torch.full((num_chunks,), -1, dtype=torch.long, device=chunks.device).scatter_reduce(
+        0, slots, flat_index[keep], reduce="amax"
+    )
+
+
+def self_distillation_loss(
+    student_hidden: torch.Tensor,
+    teacher_hidden: torch.Tensor,
+    input_ids: torch.Tensor,
+    teacher_input_ids: torch.Tensor,
+    student_chunks: torch.Tensor,
+    teacher_chunks: torch.Tensor,
+    student_head,
+    teacher_head,
+    *,
+    labels: Optional[torch.Tensor] = None,
+    ce_weight: float = 1.0,
+    likelihood_weight: float = 1.0,
+    hidden_weight: float = 1.0,
+    likelihood_loss: str = "binary_kl",
+    student_layers: Optional[list] = None,
+    teacher_layers: Optional[list] = None,
+    chunk_size: int = 256,
+    num_items_in_batch: Optional[Union[int, torch.Tensor]] = None,
+    student_transform=None,
+    teacher_transform=None,
+) -> SelfDistillationLossOutput:
+    """The self-distillation loss of one batch (see the module docstring).
+
+    Args:
+        student_hidden (`[B, L, d]`) / teacher_hidden (`[B, Lt, d]`): final hidden states of both models.
+        input_ids / teacher_input_ids: both tokenizations (bos first).
+        student_chunks / teacher_chunks: chunk of each position within its row (-1: bos or padding).
+        student_head / teacher_head: output heads (`get_output_embeddings()`).
+        labels (*optional*): the student's scored tokens (-100 elsewhere); default: every chunked position.
+        ce_weight, likelihood_weight, hidden_weight, likelihood_loss: see [`SelfDistillationConfig`].
+        student_layers / teacher_layers (*optional*): lists of per-layer hidden states to match at the
+            boundaries instead of the final ones (`hidden_layers="all"`).
+        chunk_size (`int`): positions whose logits are computed at once.
+        num_items_in_batch (*optional*): scored student tokens in the whole accumulated batch (the normalizer).
+        student_transform / teacher_transform: logit scale / soft-cap.
+
+    Returns:
+        [`SelfDistillationLossOutput`]
+    """
+    device = student_hidden.device
+    student_chunks, teacher_chunks = student_chunks.to(device), teacher_chunks.to(device)
+    teacher_hidden = teacher_hidden.to(device)
+    if labels is None:
+        labels = torch.where(student_chunks >= 0, input_ids.to(device), -100)
+    scored = labels.to(device) != -100
+    num_tokens = int(scored.sum())
+    normalizer = torch.as_tensor(num_tokens if num_items_in_batch is None else num_items_in_batch, device=device)
+    normalizer = normalizer.clamp(min=1)
+
+    # chunk counts per row -> global chunk slots
+    per_row = (student_chunks.max(dim=1).values + 1).clamp(min=0)
+    offsets = torch.cumsum(per_row, 0) - per_row
+    num_chunks = int(per_row.sum())
+    total = student_hidden.new_zeros((), dtype=torch.float32) + 0.0 * student_hidden.sum()
+    ce_sum = likelihood_sum = hidden_sum = torch.zeros((), device=device)
+
+    need_logprobs = ce_weight > 0 or likelihood_weight > 0
+    if need_logprobs:
+        student_lp = token_logprobs(student_hidden, input_ids.to(device), student_head, student_transform, chunk_size)
+        ce_sum = -(student_lp * scored).sum()
+        total = total + ce_weight * ce_sum
+    if likelihood_weight > 0 and num_chunks:
+        with torch.no_grad():
+            teacher_lp = token_logprobs(
+                teacher_hidden, teacher_input_ids.to(device), teacher_head, teacher_transform, chunk_size, False
+            )
+            teacher_ll = _chunk_sums(teacher_lp.float(), teacher_chunks, num_chunks, offsets)
+        student_ll = _chunk_sums(student_lp.float(), student_chunks, num_chunks, offsets)
+        if likelihood_loss == "binary_kl":
+            p = teacher_ll.exp()
+            per_chunk = p * (teacher_ll - student_ll) + (1 - p) * (_log1mexp(teacher_ll) - _log1mexp(student_ll))
+        else:
+            per_chunk = (teacher_ll - student_ll).abs()
+        likelihood_sum = per_chunk.sum()
+        total = total + likelihood_weight * likelihood_sum
+    if hidden_weight > 0 and num_chunks:
+        student_at = _last_positions(student_chunks, num_chunks, offsets)
+        teacher_at = _last_positions(teacher_chunks, num_chunks, offsets)
+        pairs = [(student_hidden, teacher_hidden)] if student_layers is None else list(zip(student_layers, teacher_layers))
+        for s_states, t_states in pairs:
+            s_rows = s_states.reshape(-1, s_states.shape[-1]).index_select(0, student_at).float()
+            t_rows = t_states.to(device).reshape(-1, t_states.shape[-1]).index_select(0, teacher_at).float().detach()
+            hidden_sum = hidden_sum + (s_rows - t_rows).pow(2).mean(-1).sum() / len(pairs)
+        total = total + hidden_weight * hidden_sum
+    return SelfDistillationLossOutput(
+        total / normalizer, ce_sum.detach(), likelihood_sum.detach(), hidden_sum.detach(), num_tokens, num_chunks
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Trainer
+# --------------------------------------------------------------------------------------------------
+
+
+def _forward_states(model, input_ids, attention_mask, all_layers: bool):
+    """(final hidden states, per-layer outputs or None) without building full logits."""
+    try:
+        outputs = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                        use_cache=False, logits_to_keep=1)
+    except TypeError as err:
+        if "logits_to_keep" not in str(err):
+            raise
+        outputs = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, use_cache=False)
+    states = outputs.hidden_states
+    return states[-1], (list(states[1:]) if all_layers else None)
+
+
+class SelfDistillationTrainer(SFTTrainer):
+    """`SFTTrainer` that trains a swapped model to match the original model across the swap (see
+    [`SelfDistillationConfig`] and the module docstring).
+
+    Args:
+        model: the swapped (student) model.
+        teacher_model: the original model, with its original vocabulary. Frozen and kept in eval mode.
+        args ([`SelfDistillationConfig`], *optional*)
+        train_dataset: raw text (a `"text"` column) or the output of [`build_self_distillation_dataset`].
+        processing_class: the student's (new) tokenizer.
+        teacher_tokenizer: the teacher's (original) tokenizer.
+        **kwargs: passed to `SFTTrainer`.
+    """
+
+    _tag_names = ["trl", "sft", "tokswap", "self-distillation"]
+    _name = "SelfDistillation"
+
+    def __init__(self, model, teacher_model, args: Optional[SelfDistillationConfig] = None, train_dataset=None,
+                 eval_dataset=None, processing_class=None, teacher_tokenizer=None, **kwargs):
+        from .training import align_special_token_ids
+
+        if args is None:
+            args = SelfDistillationConfig(output_dir="tokswap-self-distilled")
+        elif not isinstance(args, SelfDistillationConfig):
+            raise SelfDistillationError(f"args must be a SelfDistillationConfig, got {type(args).__name__}.")
+        if teacher_model is None or teacher_tokenizer is None or processing_class is None:
+            raise SelfDistillationError(
+                "Self-distillation needs the original model (teacher_model), its tokenizer (teacher_tokenizer) and "
+                "the swapped model's tokenizer (processing_class)."
+            )
+        tokenizer = getattr(processing_class, "tokenizer", processing_class)
+        align_special_token_ids(model, tokenizer)
+        train_dataset = self._windows(train_dataset, tokenizer, teacher_tokenizer, args)
+        eval_dataset = self._windows(eval_dataset, tokenizer, teacher_tokenizer, args)
+        student_pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        teacher_pad = teacher_tokenizer.pad_token_id if teacher_tokenizer.pad_token_id is not None else 0
+        collator = kwargs.pop("data_collator", None) or (
+            lambda rows: collate_self_distillation(rows, student_pad, teacher_pad)
+        )
+        super().__init__(model=model, args=args, data_collator=collator, train_dataset=train_dataset,
+                         eval_dataset=eval_dataset, processing_class=processing_class, **kwargs)
+        from .distillation import logits_transform
+
+        teacher_model.eval()
+        teacher_model.requires_grad_(False)
+        self.teacher_model = teacher_model.to(self.accelerator.device)
+        self._student_transform = logits_transform(self.accelerator.unwrap_model(self.model))
+        self._teacher_transform = logits_transform(teacher_model)
+
+    @staticmethod
+    def _windows(dataset, tokenizer, teacher_tokenizer, args):
+        if dataset is None or (hasattr(dataset, "column_names") and "teacher_input_ids" in dataset.column_names):
+            return dataset
+        return build_self_distillation_dataset(dataset, tokenizer, teacher_tokenizer, args.max_length,
+                                               args.teacher_max_length)
+
+    def _get_num_items_in_batch(self, batch_samples, device):
+        # counted here whatever the model's forward accepts: the loss is always normalized by it
+        count = sum(batch["labels"][..., 1:].ne(-100).sum() for batch in batch_samples)
+        if self.args.average_tokens_across_devices and self.args.world_size > 1:
+            count = self.accelerator.gather(count.to(device)).sum()
+        return count.to(device) if torch.is_tensor(count) else count
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        mode = "train" if self.model.training else "eval"
+        all_layers = self.args.hidden_layers == "all" and self.args.hidden_weight > 0
+        student_hidden, student_layers = _forward_states(model, inputs["input_ids"], inputs["attention_mask"], all_layers)
+        self.teacher_model.eval()
+        with torch.no_grad():
+            teacher_hidden, teacher_layers = _forward_states(
+                self.teacher_model, inputs["teacher_input_ids"], inputs["teacher_attention_mask"], all_layers
+            )
+        student = self.accelerator.unwrap_model(model)
+        out = self_distillation_loss(
+            student_hidden, teacher_hidden, inputs["input_ids"], inputs["teacher_input_ids"],
+            inputs["student_chunks"], inputs["teacher_chunks"],
+            student.get_output_embeddings(), self.teacher_model.get_output_embeddings(),
+            labels=inputs["labels"],
+            ce_weight=self.args.ce_weight, likelihood_weight=self.args.likelihood_weight,
+            hidden_weight=self.args.hidden_weight, likelihood_loss=self.args.likelihood_loss,
+            student_layers=student_layers, teacher_layers=teacher_layers, chunk_size=self.args.chunk_size,
+            num_items_in_batch=num_items_in_batch, student_transform=self._student_transform,
+            teacher_transform=self._teacher_transform,
+        )
+        loss = out.loss
+        if self.args.average_tokens_across_devices and num_items_in_batch is not None:
+            loss = loss * self.accelerator.num_processes  # DDP averages gradients; the normalizer is global
+        self._log_parts(mode, out, student_hidden.device)
+        if return_outputs:
+            return loss, {"loss": loss}
+        return loss
+
+    def _log_parts(self, mode, out, device):
+        gather = self.accelerator.gather_for_metrics
+        tokens = gather(torch.tensor(float(out.num_tokens), device=device)).sum()
+        chunks = gather(torch.tensor(float(out.num_chunks), device=device)).sum()
+        if tokens > 0:
+            self._metrics[mode]["ce_loss"].append((gather(out.ce_sum.float().reshape(1)).sum() / tokens).item())
+        if chunks > 0:
+            self._metrics[mode]["chunk_likelihood_loss"].append(
+                (gather(out.likelihood_sum.float().reshape(1)).sum() / chunks).item())
+            self._metrics[mode]["hidden_loss"].append((gather(out.hidden_sum.float().reshape(1)).sum() / chunks).item())
+
+
+def self_distill(
+    student, tokenizer, teacher, teacher_tokenizer, train_dataset, config: Optional[SelfDistillationConfig] = None,
+    eval_dataset=None, callbacks=None,
+) -> SelfDistillationTrainer:
+    """Train `student` (a swapped model) to match `teacher` (the model before the swap); returns the trainer."""
+    from .training import never_shrink_vocabulary
+
+    config = config or SelfDistillationConfig(output_dir="tokswap-self-distilled")
+    trainer = SelfDistillationTrainer(
+        model=student, teacher_model=teacher, args=config, train_dataset=train_dataset, eval_dataset=eval_dataset,
+        processing_class=tokenizer, teacher_tokenizer=teacher_tokenizer, callbacks=callbacks,
+    )
+    with never_shrink_vocabulary(trainer.accelerator.unwrap_model(trainer.model)):
+        trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+    return trainer
+
+
+__all__ = [
+    "SelfDistillationConfig",
+    "SelfDistillationError",
+    "SelfDistillationTrainer",
+    "build_self_distillation_dataset",
+    "collate_self_distillation",
+    "self_distill",
+    "self_distillation_loss",
+    "token_logprobs",
+]

@@ -1,0 +1,274 @@
+"""Self-distillation across a swap: byte alignment of two tokenizations, the chunked loss against a
+full-logit reference, zero loss for a model against itself, and exact gradient accumulation through the
+real Trainer."""
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("trl")
+
+from datasets import Dataset  # noqa: E402
+from tokenizers import ByteLevelBPETokenizer  # noqa: E402
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast  # noqa: E402
+
+from tokswap.byte_alignment import aligned_windows, chunk_ids, shared_boundaries, token_byte_ends  # noqa: E402
+from tokswap.self_distillation import (  # noqa: E402
+    SelfDistillationConfig,
+    SelfDistillationError,
+    SelfDistillationTrainer,
+    build_self_distillation_dataset,
+    collate_self_distillation,
+    self_distillation_loss,
+)
+
+TEXTS = [
+    f"Sample {i}: the original model teaches its swapped self, number {i}, chunk by chunk of shared text. "
+    f"Item {i * 7} closes line {i % 5}."
+    for i in range(40)
+]
+MIXED = (
+    "Hello world! café naïve 東京は日本の首都です。 😀👍🏽 def f(x):\n    return x**2  # ok\n"
+    "Привет, мир. مرحبا بالعالم  \t tabs\u00a0nbsp ĠŁ"
+)
+
+
+def _train_tokenizer(texts, vocab_size):
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=1, special_tokens=["<s>", "</s>"],
+                            show_progress=False)
+    return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>")
+
+
+@pytest.fixture(scope="module")
+def student_tokenizer():
+    return _train_tokenizer(TEXTS, 300)
+
+
+@pytest.fixture(scope="module")
+def teacher_tokenizer():
+    return _train_tokenizer(TEXTS[::2], 270)
+
+
+def llama(rows, hidden=16, seed=0, dtype=torch.float64, tied=False):
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=rows, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=tied)
+    return LlamaForCausalLM(config).to(dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# Byte alignment on real tokenizer pairs
+# ------------------------------------------------------------------------------------------------
+
+
+def _prefix_boundaries(tokenizer, ids, text) -> set:
+    """Independent check: byte lengths of the prefixes that decode to a prefix of the text."""
+    found = set()
+    for k in range(1, len(ids) + 1):
+        prefix = tokenizer.decode(ids[:k], clean_up_tokenization_spaces=False)
+        if "\ufffd" not in prefix and text.startswith(prefix):
+            found.add(len(prefix.encode("utf-8")))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["qwen2.5", "llama3", "gemma3", "gpt-neox"])
+def test_shared_boundaries_on_real_tokenizer_pairs(target):
+    from tokswap import assets
+
+    source, other = assets.load_tokenizer("smollm2"), assets.load_tokenizer(target)
+    encode = lambda tok: tok(MIXED, add_special_tokens=False)["input_ids"]  # noqa: E731
+    s_ids, t_ids = encode(source), encode(other)
+    s_ends, t_ends = token_byte_ends(source, s_ids, MIXED), token_byte_ends(other, t_ids, MIXED)
+    assert s_ends is not None and t_ends is not None, "the tokens must spell the text byte for byte"
+    assert s_ends[-1] == t_ends[-1] == len(MIXED.encode("utf-8"))
+    shared = shared_boundaries(s_ends, t_ends)
+    data = MIXED.encode("utf-8")
+    # every boundary found is a real one: both sides' tokens before it spell exactly the text before it
+    spelled = lambda tok, ids, ends, b: len(ids[: int(np.searchsorted(ends, b, side="right"))])  # noqa: E731
+    for b in shared:
+        assert b in set(s_ends.tolist()) and b in set(t_ends.tolist())
+    # at character boundaries, exactly the ones an independent decode of every prefix finds
+    on_chars = {b for b in shared.tolist() if _decodes(data[:b])}
+    expected = _prefix_boundaries(source, s_ids, MIXED) & _prefix_boundaries(other, t_ids, MIXED)
+    assert on_chars == expected
+    assert spelled(source, s_ids, s_ends, shared[-1]) == len(s_ids)
+
+
+def _decodes(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def test_chunk_ids_and_windows_cut_at_shared_boundaries():
+    s_ends = np.array([2, 4, 7, 9, 12])
+    t_ends = np.array([4, 9, 10, 12])
+    boundaries = shared_boundaries(s_ends, t_ends)
+    assert boundaries.tolist() == [4, 9, 12]
+    assert chunk_ids(s_ends, boundaries).tolist() == [0, 0, 1, 1, 2]
+    assert chunk_ids(np.array([4, 13]), boundaries).tolist() == [0, -1]
+    windows = aligned_windows(list(range(5)), s_ends, list(range(10, 14)), t_ends, 3, 3)
+    # windows end at shared boundaries and never exceed either budget
+    assert [(w.student_ids, w.teacher_ids) for w in windows] == [([0, 1], [10]), ([2, 3, 4], [11, 12, 13])]
+    assert [w.student_chunks for w in windows] == [[0, 0], [0, 0, 1]]
+    assert [w.teacher_chunks for w in windows] == [[0], [0, 1, 1]]
+
+
+def test_normalizing_tokenizer_is_reported_not_guessed(student_tokenizer):
+    assert token_byte_ends(student_tokenizer, student_tokenizer("abc", add_special_tokens=False)["input_ids"],
+                           "abd") is None
+
+
+# ------------------------------------------------------------------------------------------------
+# The loss
+# ------------------------------------------------------------------------------------------------
+
+
+def _batch(student_tokenizer, teacher_tokenizer, texts, max_length=24):
+    data = build_self_distillation_dataset(texts, student_tokenizer, teacher_tokenizer, max_length)
+    return data, collate_self_distillation([data[i] for i in range(len(data))])
+
+
+def naive_loss(student, teacher, batch, ce_w, ll_w, hid_w, kind):
+    """Full-logit reference, one chunk at a time in Python loops."""
+    s_out = student(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True)
+    with torch.no_grad():
+        t_out = teacher(input_ids=batch["teacher_input_ids"], attention_mask=batch["teacher_attention_mask"],
+                        output_hidden_states=True)
+    s_lp = torch.log_softmax(s_out.logits, -1)
+    t_lp = torch.log_softmax(t_out.logits, -1)
+    total, tokens = 0.0, 0
+    for b in range(batch["input_ids"].shape[0]):
+        sc, tc = batch["student_chunks"][b].tolist(), batch["teacher_chunks"][b].tolist()
+        for c in range(max(sc) + 1):
+            s_pos = [t for t, k in enumerate(sc) if k == c]
+            t_pos = [t for t, k in enumerate(tc) if k == c]
+            ls = sum(s_lp[b, t - 1, batch["input_ids"][b, t]] for t in s_pos)
+            lt = sum(t_lp[b, t - 1, batch["teacher_input_ids"][b, t]] for t in t_pos)
+            total = total - ce_w * ls
+            tokens += len(s_pos)
+            if kind == "binary_kl":
+                p, q = lt.exp(), ls.exp()
+                total = total + ll_w * (p * (lt - ls) + (1 - p) * (torch.log(1 - p) - torch.log(1 - q)))
+            else:
+                total = total + ll_w * (lt - ls).abs()
+            hs, ht = s_out.hidden_states[-1][b, s_pos[-1]], t_out.hidden_states[-1][b, t_pos[-1]]
+            total = total + hid_w * ((hs - ht) ** 2).mean()
+    return total / tokens
+
+
+@pytest.mark.parametrize("kind", ["binary_kl", "abs"])
+@pytest.mark.parametrize("chunk_size", [5, 1000])
+def test_chunked_loss_equals_full_logit_reference(student_tokenizer, teacher_tokenizer, kind, chunk_size):
+    _, batch = _batch(student_tokenizer, teacher_tokenizer, [t[: 40 + 13 * i] for i, t in enumerate(TEXTS[:3])])
+    assert (batch["student_chunks"] == -1).sum() > 3  # padded rows
+    student = llama(len(student_tokenizer) + 4, seed=0)
+    teacher = llama(len(teacher_tokenizer) + 8, seed=1)
+    weights = dict(ce_weight=0.3, likelihood_weight=0.7, hidden_weight=0.5)
+    s_hidden = student(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                       output_hidden_states=True).hidden_states[-1]
+    with torch.no_grad():
+        t_hidden = teacher(input_ids=batch["teacher_input_ids"], attention_mask=batch["teacher_attention_mask"],
+                           output_hidden_states=True).hidden_states[-1]
+    out = self_distillation_loss(
+        s_hidden, t_hidden, batch["input_ids"], batch["teacher_input_ids"], batch["student_chunks"],
+        batch["teacher_chunks"], student.lm_head, teacher.lm_head, labels=batch["labels"], likelihood_loss=kind,
+        chunk_size=chunk_size, **weights,
+    )
+    reference = naive_loss(student, teacher, batch, 0.3, 0.7, 0.5, kind)
+    assert torch.allclose(out.loss, reference, rtol=0, atol=1e-5)
+    params = [student.lm_head.weight, student.model.embed_tokens.weight, student.model.layers[0].mlp.up_proj.weight]
+    got = torch.autograd.grad(out.loss, params)
+    want = torch.autograd.grad(reference, params)
+    for g, w in zip(got, want):
+        assert torch.allclose(g, w, rtol=0, atol=1e-5)
+
+
+def test_loss_is_zero_for_the_same_model_and_tokenizer(student_tokenizer):
+    _, batch = _batch(student_tokenizer, student_tokenizer, TEXTS[:4])
+    assert torch.equal(batch["input_ids"], batch["teacher_input_ids"])
+    model = llama(len(student_tokenizer), seed=3)
+    hidden = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                   output_hidden_states=True).hidden_states[-1]
+    for kind in ("binary_kl", "abs"):
+        out = self_distillation_loss(
+            hidden, hidden.detach(), batch["input_ids"], batch["teacher_input_ids"], batch["student_chunks"],
+            batch["teacher_chunks"], model.lm_head, model.lm_head, ce_weight=0.0, likelihood_loss=kind,
+        )
+        assert out.num_chunks > 0 and abs(out.loss.item()) < 1e-6
+        assert out.ce_sum.item() > 0  # the cross-entropy part alone is not zero
+
+
+def test_config_validation(tmp_path):
+    with pytest.raises(SelfDistillationError):
+        SelfDistillationConfig(output_dir=str(tmp_path), likelihood_loss="mse")
+    with pytest.raises(SelfDistillationError):
+        SelfDistillationConfig(output_dir=str(tmp_path), ce_weight=0, likelihood_weight=0, hidden_weight=0)
+    config = SelfDistillationConfig(output_dir=str(tmp_path))
+    assert config.dataset_kwargs["skip_prepare_dataset"] and config.remove_unused_columns is False
+
+
+# ------------------------------------------------------------------------------------------------
+# The trainer
+# ------------------------------------------------------------------------------------------------
+
+
+def _config(tmp_path, name, **overrides):
+    kwargs = dict(output_dir=str(tmp_path / name), max_steps=1, per_device_train_batch_size=4, max_length=24,
+                  learning_rate=1e-2, logging_steps=1, save_strategy="no", report_to="none",
+                  activation_checkpointing=False, chunk_size=7, lr_scheduler_type="constant", seed=0,
+                  dataloader_drop_last=True)
+    kwargs.update(overrides)
+    return SelfDistillationConfig(**kwargs)
+
+
+def test_gradient_accumulation_equals_one_large_batch(student_tokenizer, teacher_tokenizer, tmp_path):
+    """4 micro-batches of 1 with accumulation give the update of 1 batch of 4, through Trainer.train()."""
+    data = build_self_distillation_dataset(TEXTS[:2], student_tokenizer, teacher_tokenizer, 24).select(range(4))
+    lengths = {len(r) for r in data["input_ids"]}
+    assert len(lengths) > 1  # the windows differ in length: normalization by tokens matters
+    student = llama(len(student_tokenizer), seed=0, dtype=torch.float64)
+    teacher = llama(len(teacher_tokenizer), seed=1, dtype=torch.float64)
+    results = []
+    for name, batch, accumulation in (("big", 4, 1), ("accumulated", 1, 4)):
+        model = copy.deepcopy(student)
+        config = _config(tmp_path, name, per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation,
+                         optim="sgd", max_grad_norm=1e9)
+        trainer = SelfDistillationTrainer(model=model, teacher_model=copy.deepcopy(teacher), args=config,
+                                          train_dataset=data, processing_class=copy.deepcopy(student_tokenizer),
+                                          teacher_tokenizer=teacher_tokenizer)
+        trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(data)
+        trainer.train()
+        results.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
+    moved = (results[0] - torch.cat([p.detach().reshape(-1) for p in student.parameters()])).abs().max()
+    assert moved > 1e-4
+    assert torch.allclose(results[0], results[1], rtol=0, atol=1e-5)
+
+
+def test_trainer_trains_student_not_teacher_and_logs_parts(student_tokenizer, teacher_tokenizer, tmp_path):
+    student = llama(len(student_tokenizer), dtype=torch.float32, tied=True)
+    teacher = llama(len(teacher_tokenizer), seed=1, dtype=torch.float32)
+    before_teacher = copy.deepcopy(teacher.state_dict())
+    before = student.model.embed_tokens.weight.detach().clone()
+    config = _config(tmp_path, "run", max_steps=3)
+    trainer = SelfDistillationTrainer(model=student, teacher_model=teacher, args=config,
+                                      train_dataset=Dataset.from_dict({"text": TEXTS}),
+                                      processing_class=copy.deepcopy(student_tokenizer),
+                                      teacher_tokenizer=teacher_tokenizer)
+    trainer.train()
+    logged = [e for e in trainer.state.log_history if "hidden_loss" in e]
+    assert logged and all(math.isfinite(e["chunk_likelihood_loss"]) and e["ce_loss"] > 0 for e in logged)
+    assert not torch.equal(before, student.model.embed_tokens.weight)
+    assert all(torch.equal(v, teacher.state_dict()[k]) for k, v in before_teacher.items())
+
+
+def test_text_column_is_required(student_tokenizer, teacher_tokenizer):
+    with pytest.raises(SelfDistillationError, match="text"):
+        build_self_distillation_dataset(Dataset.from_dict({"body": ["x"]}), student_tokenizer, teacher_tokenizer, 16)
