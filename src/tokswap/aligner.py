@@ -726,6 +726,9 @@ def align_tokenizers(
         vectors["target"][1], config=config, progress=progress,
     )
     timings["match"] = time.perf_counter() - t0
+    # the target GloVe space stays with the alignment in memory, for the `omp` and `focus` init methods
+    target_vectors, target_trained = vectors["target"]
+    alignment.target_space = np.where(target_trained[:, None], target_vectors, np.nan).astype(np.float32)
     t0 = time.perf_counter()
     segments = _segments(held_texts, config.eval_segments, config.eval_segment_chars)
     metrics = evaluate_alignment(

@@ -94,6 +94,10 @@ class TokenAlignment:
     fallback_indices: Optional[np.ndarray] = None
     config: dict = field(default_factory=dict)
     source_to_target: Optional[np.ndarray] = None
+    # In memory only (never saved): a vector per target token in a space of the *target* side (the target GloVe
+    # vectors of `align_tokenizers`, or a donor model's embeddings), NaN rows where a token has none. The `omp`
+    # and `focus` init methods express new tokens through shared ones in it.
+    target_space: Optional[np.ndarray] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         self.target_to_source = np.asarray(self.target_to_source, dtype=np.int64)
@@ -198,6 +202,7 @@ class TokenAlignment:
             fallback_indices=self.fallback_indices.copy(),
             config=dict(self.config),
             source_to_target=self.source_to_target,
+            target_space=self.target_space,
         )
 
     # ------------------------------------------------------------------ persistence

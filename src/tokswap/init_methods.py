@@ -182,6 +182,8 @@ class InitMethod:
     name: ClassVar[str] = ""
     paper: ClassVar[str] = ""
     needs_tokenizers: ClassVar[bool] = False
+    # whether the result changes with the seed (of the GloVe vectors behind the alignment, or of a random draw)
+    uses_seed: ClassVar[bool] = False
 
     def initialize(
         self,
@@ -249,6 +251,7 @@ class TokAlignInit(InitMethod):
     """
 
     name = "tokalign"
+    uses_seed = True
     paper = "Li, Zhang & Zong (2025). TokAlign: Efficient Vocabulary Adaptation via Token Alignment. ACL."
 
     def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
@@ -289,6 +292,7 @@ class RandomInit(InitMethod):
     """
 
     name = "random"
+    uses_seed = True
     paper = "Baseline 'Random Initialization' in Li, Zhang & Zong (2025), TokAlign, ACL."
 
     def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
@@ -312,6 +316,7 @@ class RandomPermutationInit(InitMethod):
     """
 
     name = "random_permutation"
+    uses_seed = True
     paper = "Baseline 'Random Permutation' in Li, Zhang & Zong (2025), TokAlign, ACL."
 
     def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
@@ -354,6 +359,7 @@ class MultivariateInit(InitMethod):
     """
 
     name = "multivariate"
+    uses_seed = True
     paper = (
         "Hewitt (2021). Initializing New Word Embeddings for Pretrained Language Models; "
         "baseline 'Multivariate' in Li, Zhang & Zong (2025), TokAlign, ACL."
@@ -421,13 +427,12 @@ class FVTInit(InitMethod):
         return out
 
 
-class FocusInit(InitMethod):
-    """FOCUS-style: each token not in the source vocabulary becomes a sparsemax-weighted
-    combination of the source rows of the tokens both vocabularies share.
+class FocusFVTInit(InitMethod):
+    """A FOCUS variant with no target-side space: each token not in the source vocabulary becomes a
+    sparsemax-weighted combination of the source rows of the tokens both vocabularies share.
 
     FOCUS scores a new token against the shared tokens with auxiliary fastText embeddings trained
-    on target-language text. No such embeddings exist here, so this variant (documented honestly:
-    it is *not* the original) uses the FVT vector of the new token (mean of its source pieces, a
+    on target-language text (that is `focus`). This variant (*not* the original) uses the FVT vector of the new token (mean of its source pieces, a
     point in the source matrix's own space) as its auxiliary embedding, and the shared tokens'
     source rows as theirs. Weights are the sparsemax of the cosine similarities over the
     `top_k` most similar shared tokens (exactly FOCUS's sparsemax whenever its support is
@@ -439,8 +444,8 @@ class FocusInit(InitMethod):
     for Monolingual Specialization of Multilingual Models." EMNLP.
     """
 
-    name = "focus"
-    paper = "Dobler & de Melo (2023). FOCUS: Effective Embedding Initialization for Monolingual Specialization of Multilingual Models. EMNLP."
+    name = "focus_fvt"
+    paper = "Variant of Dobler & de Melo (2023). FOCUS. EMNLP (auxiliary space: the FVT vectors)."
     needs_tokenizers = True
     top_k = 64
     search_dims = 128
@@ -500,10 +505,179 @@ def sparsemax(scores: torch.Tensor) -> torch.Tensor:
     return (scores - threshold).clamp_min(0)
 
 
+# --------------------------------------------------------------------------- target-space methods
+def target_space_rows(alignment: TokenAlignment, shared: np.ndarray):
+    """The target-side space of an alignment, split for the methods that combine shared tokens in it.
+
+    Returns:
+        (space `[V, d]` float32 tensor, atoms: target ids of shared tokens with a vector, new: target ids
+        of non-shared, non-padding tokens with a vector)
+    """
+    space = alignment.target_space
+    if space is None:
+        raise InitMethodError(
+            "This init method needs a vector per target token on the target side: compute the alignment in this "
+            "process (align_tokenizers keeps its target GloVe vectors in memory) or give a donor model that already "
+            "uses the target tokenizer (TokenizerSwapper.from_pretrained(..., donor=...))."
+        )
+    n = min(len(space), alignment.num_target_rows)
+    has_vector = np.zeros(alignment.num_target_rows, dtype=bool)
+    has_vector[:n] = np.isfinite(space[:n]).all(axis=1)
+    atoms = np.flatnonzero(shared & has_vector)
+    new = np.flatnonzero(~shared & has_vector & ~padding_row_mask(alignment))
+    return torch.from_numpy(np.nan_to_num(np.asarray(space[:n], dtype=np.float32))), atoms, new
+
+
+def _combine_source_rows(source_weight, atom_source_ids, neighbours, weights) -> torch.Tensor:
+    """`sum_j weights[:, j] * source_weight[atom_source_ids[neighbours[:, j]]]` in float32."""
+    rows = source_weight.index_select(0, atom_source_ids[neighbours.reshape(-1)].to(source_weight.device)).float()
+    rows = rows.reshape(*neighbours.shape, -1)
+    return torch.einsum("nk,nkd->nd", weights.to(rows.device, rows.dtype), rows)
+
+
+def _pieces_baseline(source_weight, alignment, source_tokenizer, target_tokenizer) -> torch.Tensor:
+    """FVT for every row: the rows a target-space method cannot express keep the pieces mean."""
+    return FVTInit().initialize(source_weight, alignment, source_tokenizer=source_tokenizer,
+                                target_tokenizer=target_tokenizer)
+
+
+def orthogonal_matching_pursuit(dictionary: torch.Tensor, targets: torch.Tensor, k: int, candidates: int = 256,
+                                ridge: float = 1e-6):
+    """Sparse codes of `targets` over the rows of `dictionary` by orthogonal matching pursuit, batched.
+
+    Each target is written as a least-squares combination of at most `k` dictionary rows, chosen greedily
+    (the row most correlated with the residual, then all coefficients refitted). The search runs over the
+    `candidates` rows most cosine-similar to the target (a prefilter that keeps the cost linear in the
+    dictionary size); within them it works on the Gram matrix, so no residual vectors are built.
+
+    Args:
+        dictionary (`[n, d]`): the atoms.
+        targets (`[b, d]`): the vectors to express.
+        k (`int`): atoms per target.
+        candidates (`int`): rows pre-selected per target (>= k).
+        ridge (`float`): relative diagonal added to the Gram matrix (for nearly collinear atoms).
+
+    Returns:
+        (indices `[b, k]` into `dictionary`, coefficients `[b, k]`) in float32; unused slots have
+        coefficient 0.
+    """
+    dictionary, targets = dictionary.float(), targets.float()
+    n = dictionary.shape[0]
+    # more atoms than dimensions would make the least-squares fit underdetermined
+    k = min(k, n, dictionary.shape[1])
+    m = min(max(candidates, k), n)
+    unit = torch.nn.functional.normalize(dictionary, dim=1)
+    pool = (torch.nn.functional.normalize(targets, dim=1) @ unit.T).abs().topk(m, dim=1).indices  # [b, m]
+    atoms = dictionary[pool]  # [b, m, d]
+    gram = atoms @ atoms.transpose(1, 2)  # [b, m, m]
+    gram = gram + ridge * gram.diagonal(dim1=1, dim2=2).mean(1)[:, None, None] * torch.eye(m)
+    corr0 = (atoms @ targets[:, :, None]).squeeze(-1)  # [b, m]
+    norms = gram.diagonal(dim1=1, dim2=2).clamp_min(1e-12).sqrt()
+    b = targets.shape[0]
+    rows = torch.arange(b)[:, None]
+    chosen = torch.zeros(b, 0, dtype=torch.long)
+    taken = torch.zeros(b, m, dtype=torch.bool)
+    coef = torch.zeros(b, 0)
+    for _ in range(k):
+        # correlation of each candidate with the residual, from the Gram matrix: <a_i, y - A_S x>
+        residual_corr = corr0 - (gram[rows, :, chosen].transpose(1, 2) @ coef[:, :, None]).squeeze(-1) \
+            if chosen.shape[1] else corr0
+        score = (residual_corr / norms).abs().masked_fill(taken, -1.0)
+        pick = score.argmax(1)
+        taken[torch.arange(b), pick] = True
+        chosen = torch.cat([chosen, pick[:, None]], 1)
+        g_ss = gram[rows[:, :, None], chosen[:, :, None], chosen[:, None, :]]
+        coef = torch.linalg.solve(g_ss, corr0.gather(1, chosen)[:, :, None]).squeeze(-1)
+    return pool.gather(1, chosen), coef
+
+
+class OMPInit(InitMethod):
+    """Each token not in the source vocabulary is written, in a target-side space, as a sparse combination
+    of the tokens both vocabularies share (orthogonal matching pursuit, `k` atoms); the same coefficients
+    applied to those tokens' source rows give its new row. Shared tokens keep their rows; tokens with no
+    vector in the space get the mean of their source pieces (FVT).
+
+    The target-side space is `alignment.target_space`: the target GloVe vectors tokswap trains while
+    aligning, or a donor model's input embeddings when one that already uses the target tokenizer is given
+    (`TokenizerSwapper.from_pretrained(..., donor=...)`).
+
+    Paper: the OMP initialization of mergekit's tokensurgeon (Goddard & Fernandes Neto 2025,
+    "Training-Free Tokenizer Transplantation via Orthogonal Matching Pursuit").
+    """
+
+    name = "omp"
+    paper = "Goddard & Fernandes Neto (2025). Training-Free Tokenizer Transplantation via Orthogonal Matching Pursuit."
+    needs_tokenizers = True
+    uses_seed = True  # through the GloVe vectors (a donor space has no seed)
+
+    def __init__(self, k: int = 64, candidates: int = 256, batch_rows: int = 1024):
+        self.k, self.candidates, self.batch_rows = k, candidates, batch_rows
+
+    def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
+        self._require_tokenizers(source_tokenizer, target_tokenizer)
+        out = _pieces_baseline(source_weight, alignment, source_tokenizer, target_tokenizer)
+        shared = shared_row_mask(alignment, source_tokenizer, target_tokenizer)
+        space, atoms, new = target_space_rows(alignment, shared)
+        if not len(atoms) or not len(new):
+            return out
+        dictionary = space[_as_index(atoms, "cpu")]
+        atom_sources = _as_index(alignment.target_to_source[atoms], "cpu")
+        for start in range(0, len(new), self.batch_rows):
+            rows = new[start : start + self.batch_rows]
+            picked, coef = orthogonal_matching_pursuit(dictionary, space[_as_index(rows, "cpu")], self.k, self.candidates)
+            combined = _combine_source_rows(source_weight, atom_sources, picked, coef)
+            out[_as_index(rows, out.device)] = combined.to(out.dtype)
+        return out
+
+
+class FocusInit(InitMethod):
+    """FOCUS as its paper runs it: each token not in the source vocabulary becomes a sparsemax-weighted
+    combination of the source rows of the shared tokens, weighted by the cosine similarity of the tokens in an
+    auxiliary space of the *target* side (the paper trains fastText on target text; tokswap has the target
+    GloVe vectors of the alignment, or a donor model's embeddings). Tokens with no auxiliary vector get the mean
+    of their source pieces (FVT). `focus_fvt` is the variant that needs no target-side space.
+
+    Paper: Konstantin Dobler, Gerard de Melo (2023). "FOCUS: Effective Embedding Initialization for Monolingual
+    Specialization of Multilingual Models." EMNLP.
+    """
+
+    name = "focus"
+    paper = "Dobler & de Melo (2023). FOCUS: Effective Embedding Initialization for Monolingual Specialization of Multilingual Models. EMNLP."
+    needs_tokenizers = True
+    uses_seed = True  # through the GloVe vectors
+    candidates = 256  # sparsemax support is far smaller than this in practice
+    batch_rows = 2048
+    # cosines lie in [-1, 1], and sparsemax keeps every score within 1 of the best: sharpened so that the
+    # support is a few close tokens, as FOCUS intends
+    temperature = 0.1
+
+    def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
+        self._require_tokenizers(source_tokenizer, target_tokenizer)
+        out = _pieces_baseline(source_weight, alignment, source_tokenizer, target_tokenizer)
+        shared = shared_row_mask(alignment, source_tokenizer, target_tokenizer)
+        space, atoms, new = target_space_rows(alignment, shared)
+        if not len(atoms) or not len(new):
+            return out
+        unit = torch.nn.functional.normalize(space[_as_index(atoms, "cpu")], dim=1)
+        atom_sources = _as_index(alignment.target_to_source[atoms], "cpu")
+        k = min(self.candidates, len(atoms))
+        for start in range(0, len(new), self.batch_rows):
+            rows = new[start : start + self.batch_rows]
+            query = torch.nn.functional.normalize(space[_as_index(rows, "cpu")], dim=1)
+            similarity, neighbours = (query @ unit.T).topk(k, dim=1)
+            weights = sparsemax(similarity / self.temperature)
+            combined = _combine_source_rows(source_weight, atom_sources, neighbours, weights)
+            out[_as_index(rows, out.device)] = combined.to(out.dtype)
+        return out
+
+
 # --------------------------------------------------------------------------- registry
 INIT_METHODS: dict[str, type[InitMethod]] = {
     cls.name: cls
-    for cls in (TokAlignInit, RandomInit, RandomPermutationInit, MeanInit, MultivariateInit, FVTInit, FocusInit)
+    for cls in (
+        TokAlignInit, RandomInit, RandomPermutationInit, MeanInit, MultivariateInit, FVTInit, FocusInit, FocusFVTInit,
+        OMPInit,
+    )
 }
 
 

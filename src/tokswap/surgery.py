@@ -124,6 +124,7 @@ def prepare_alignment(
             fallback_indptr=alignment.fallback_indptr,
             fallback_indices=alignment.fallback_indices,
             config=dict(alignment.config),
+            target_space=alignment.target_space,
         )
     # Rows past the tokenizer that the alignment still maps are unreachable by any text: padding too.
     padded.row_sources[len(target_tokenizer) :] = RowSource.PADDING

@@ -12,6 +12,7 @@ swapper.train(dataset)                            # TokAlign's two-stage recipe 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime
 import json
 import os
@@ -93,6 +94,26 @@ def load_causal_lm(name_or_path, **model_kwargs):
     kwargs = {**extra, **model_kwargs}
     kwargs.setdefault("trust_remote_code", False)
     return AutoModelForCausalLM.from_pretrained(location, **kwargs), location, extra
+
+
+def donor_embeddings(donor, target_tokenizer, **model_kwargs) -> np.ndarray:
+    """The input embeddings of a model that uses the target tokenizer, one float32 row per target token."""
+    model = donor
+    if isinstance(donor, (str, os.PathLike)):
+        import torch
+
+        kwargs = {k: v for k, v in model_kwargs.items() if k in ("revision", "token", "trust_remote_code")}
+        model, _, _ = load_causal_lm(donor, dtype=torch.float32, **kwargs)
+    weight = model.get_input_embeddings().weight.detach()
+    if weight.shape[0] < len(target_tokenizer) * 0.99:
+        raise SwapperError(
+            f"The donor model has {weight.shape[0]} embedding rows but the target tokenizer {len(target_tokenizer)} "
+            "tokens: a donor must already use the target tokenizer (e.g. the teacher you will distill from)."
+        )
+    space = np.full((len(target_tokenizer), weight.shape[1]), np.nan, dtype=np.float32)
+    rows = min(len(target_tokenizer), weight.shape[0])
+    space[:rows] = weight[:rows].float().cpu().numpy()
+    return space
 
 
 def identity_alignment(tokenizer) -> TokenAlignment:
@@ -192,6 +213,7 @@ class TokenizerSwapper:
         pad_to_multiple_of: Optional[int] = 64,
         source_tokenizer=None,
         seed: int = 0,
+        donor=None,
         **model_kwargs,
     ) -> "TokenizerSwapper":
         """Load `source_model` and give it `target_tokenizer`'s vocabulary.
@@ -217,6 +239,10 @@ class TokenizerSwapper:
             source_tokenizer (*optional*):
                 The source model's tokenizer, when it cannot be loaded from `source_model`.
             seed (`int`, defaults to 0): seed of the random init methods.
+            donor (`str`, `os.PathLike` or `PreTrainedModel`, *optional*):
+                A model that already uses the target tokenizer (e.g. the teacher you will distill from). Its input
+                embeddings become the target-side space of the `omp` and `focus` init methods (instead of the
+                alignment's target GloVe vectors); only its embeddings are kept.
             model_kwargs:
                 Passed to `AutoModelForCausalLM.from_pretrained` (`dtype`, `device_map`, `revision`,
                 `token`, `attn_implementation`, `trust_remote_code`, ...).
@@ -259,6 +285,9 @@ class TokenizerSwapper:
         resolved, origin = resolve_alignment(
             alignment, source_tokenizer, target_tokenizer, corpus=corpus, alignment_config=alignment_config, **hub_kwargs
         )
+        if donor is not None:
+            resolved = dataclasses.replace(resolved, target_space=donor_embeddings(donor, target_tokenizer, **model_kwargs))
+            origin = {**origin, "donor": donor if isinstance(donor, (str, os.PathLike)) else type(donor).__name__}
         num_source_rows = model.get_input_embeddings().weight.shape[0]
         architecture = type(model).__name__
         num_parameters = sum(p.numel() for p in model.parameters())
@@ -341,13 +370,43 @@ class TokenizerSwapper:
 
     # ------------------------------------------------------------------ what comes next
     def train(self, dataset, config=None, **kwargs):
-        """Train the swapped model back to health (`tokswap.training.adapt_vocabulary`); returns its result."""
-        from .training import adapt_vocabulary
+        """Train the swapped model back to health (`tokswap.training.adapt_vocabulary`); returns its result.
 
+        By default (`config.recovery="auto"`) the model before the swap, reloaded from `source_model` with its own
+        tokenizer, is the teacher: the swapped model learns to match it on the same text (self-distillation across
+        the swap, `tokswap.self_distillation`). Pass `teacher_model=` / `teacher_tokenizer=` to give it yourself,
+        or `VocabAdaptationConfig(recovery="ce")` for plain cross-entropy.
+        """
+        from .training import VocabAdaptationConfig, adapt_vocabulary
+
+        config = config or VocabAdaptationConfig()
+        if config.recovery != "ce" and kwargs.get("teacher_model") is None:
+            teacher = self._original_model(required=config.recovery == "self_distill")
+            if teacher is not None:
+                kwargs["teacher_model"], kwargs["teacher_tokenizer"] = teacher
         result = adapt_vocabulary(self.model, self.tokenizer, dataset, config, **kwargs)
         self.model = getattr(result, "model", None) or self.model
         self.swap_record.setdefault("training", []).append(_describe_run("adapt_vocabulary", config))
         return result
+
+    def _original_model(self, required: bool):
+        """(the model before the swap, its tokenizer), reloaded from `source_model_id`; None if it cannot be."""
+        try:
+            if not self.source_model_id:
+                raise SwapperError("the swapper does not know where its source model came from")
+            import torch
+
+            dtype = getattr(self.model, "dtype", None) or torch.float32
+            teacher, location, _ = load_causal_lm(self.source_model_id, dtype=dtype)
+            tokenizer = self.source_tokenizer or _load_source_tokenizer(self.source_model_id, location, {})
+        except (OSError, ValueError, TokswapError) as err:
+            message = (f"Could not reload the original model {self.source_model_id!r} as the self-distillation "
+                       f"teacher ({err})")
+            if required:
+                raise SwapperError(message + "; pass teacher_model= and teacher_tokenizer=.") from err
+            logger.warning("%s: training with plain cross-entropy instead.", message)
+            return None
+        return teacher, tokenizer
 
     def distill(self, dataset, teacher, config=None, **kwargs):
         """Distill from a teacher sharing the new tokenizer (`tokswap.distillation.distill`); returns its result."""
@@ -416,6 +475,8 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--alignment", help="alignment folder or Hub id (default: prebuilt for the pair, else computed)")
     parser.add_argument("--init-method", default="tokalign", choices=sorted(INIT_METHODS),
                         help="how new rows are initialized (default: tokalign)")
+    parser.add_argument("--donor", default=None,
+                        help="a model that already uses TGT's tokenizer: its embeddings guide the omp/focus inits")
     parser.add_argument("--pad-to-multiple-of", type=int, default=64, help="pad the vocabulary to a multiple (default 64)")
     parser.add_argument("--corpus", help="text file or folder to compute the alignment on, when it must be computed")
     parser.add_argument("--dtype", default=None, help="model dtype, e.g. float32, bfloat16 (default: the checkpoint's)")
@@ -445,6 +506,7 @@ def _cli_swap(args) -> int:
         corpus=args.corpus,
         pad_to_multiple_of=args.pad_to_multiple_of,
         seed=args.seed,
+        donor=args.donor,
         **model_kwargs,
     )
     swapper.save_pretrained(args.output)

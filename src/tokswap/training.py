@@ -41,6 +41,7 @@ from .utils import get_logger
 logger = get_logger(__name__)
 
 STAGE2_MODES = ("full", "lora", "none")
+RECOVERY_MODES = ("auto", "self_distill", "ce")
 
 
 class TrainingError(TokswapError):
@@ -164,6 +165,28 @@ class VocabAdaptationConfig:
     merge_adapters: bool = field(
         default=True, metadata={"help": "Merge the LoRA adapters into the weights at the end (stage2='lora')."}
     )
+    # Recovery objective
+    recovery: str = field(
+        default="auto",
+        metadata={"help": "'self_distill': the model before the swap teaches the swapped one on the same text "
+                  "(tokswap.self_distillation); 'ce': plain next-token cross-entropy; 'auto': self_distill when the "
+                  "original model is given as teacher, else ce."},
+    )
+    self_distill_ce_weight: float = field(
+        default=1.0, metadata={"help": "Self-distillation: weight of the cross-entropy on the new tokens."}
+    )
+    self_distill_likelihood_weight: float = field(
+        default=1.0, metadata={"help": "Self-distillation: weight of matching the original model's chunk likelihoods."}
+    )
+    self_distill_hidden_weight: float = field(
+        default=1.0, metadata={"help": "Self-distillation: weight of matching its hidden states at shared boundaries."}
+    )
+    self_distill_likelihood_loss: str = field(
+        default="binary_kl", metadata={"help": "Self-distillation chunk-likelihood loss: 'binary_kl' or 'abs'."}
+    )
+    self_distill_hidden_layers: str = field(
+        default="last", metadata={"help": "Self-distillation hidden states matched: 'last' or 'all' layers."}
+    )
     # Checkpoints and logging
     save_steps: int = field(default=500, metadata={"help": "Save a checkpoint every N optimizer steps (and at the end)."})
     save_total_limit: Optional[int] = field(default=None, metadata={"help": "Keep at most N checkpoints per stage."})
@@ -190,6 +213,8 @@ class VocabAdaptationConfig:
     def __post_init__(self):
         if self.stage2 not in STAGE2_MODES:
             raise TrainingError(f"stage2={self.stage2!r} is not one of {STAGE2_MODES}.")
+        if self.recovery not in RECOVERY_MODES:
+            raise TrainingError(f"recovery={self.recovery!r} is not one of {RECOVERY_MODES}.")
         for name in ("stage1_max_steps", "stage2_max_steps", "stage1_tokens", "stage2_tokens"):
             value = getattr(self, name)
             if value is not None and value < 0:
@@ -231,6 +256,25 @@ class VocabAdaptationConfig:
         """
         from trl import SFTConfig
 
+        return SFTConfig(**self._stage_kwargs(stage, overrides))
+
+    def to_self_distillation_config(self, stage: int, **overrides):
+        """Build the [`~tokswap.self_distillation.SelfDistillationConfig`] of one stage (self-distillation recovery)."""
+        from .self_distillation import SelfDistillationConfig
+
+        kwargs = self._stage_kwargs(stage, overrides)
+        kwargs.pop("packing", None)  # windows are cut at shared boundaries, never packed
+        return SelfDistillationConfig(
+            ce_weight=self.self_distill_ce_weight,
+            likelihood_weight=self.self_distill_likelihood_weight,
+            hidden_weight=self.self_distill_hidden_weight,
+            likelihood_loss=self.self_distill_likelihood_loss,
+            hidden_layers=self.self_distill_hidden_layers,
+            **kwargs,
+        )
+
+    def _stage_kwargs(self, stage: int, overrides: dict) -> dict:
+        """The trainer arguments of one stage, shared by the cross-entropy and self-distillation configs."""
         max_steps = self.stage_max_steps(stage)
         kwargs = dict(
             output_dir=self.stage_output_dir(stage),
@@ -260,7 +304,7 @@ class VocabAdaptationConfig:
         )
         kwargs.update(self.sft_kwargs)
         kwargs.update(overrides)
-        return SFTConfig(**kwargs)
+        return kwargs
 
 
 @dataclass
@@ -518,20 +562,35 @@ def _lora_config(model, config: VocabAdaptationConfig):
     )
 
 
-def _run_stage(stage, model, tokenizer, train_dataset, eval_dataset, config, resume, callbacks, peft_config=None):
-    from trl import SFTTrainer
-
-    args = config.to_sft_config(stage)
+def _run_stage(stage, model, tokenizer, train_dataset, eval_dataset, config, resume, callbacks, peft_config=None,
+               teacher=None):
     with never_shrink_vocabulary(model), _restore_forward(model):
-        trainer = SFTTrainer(
-            model=model,
-            args=args,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            processing_class=tokenizer,
-            peft_config=peft_config,
-            callbacks=callbacks,
-        )
+        if teacher is None:
+            from trl import SFTTrainer
+
+            trainer = SFTTrainer(
+                model=model,
+                args=config.to_sft_config(stage),
+                train_dataset=train_dataset,
+                eval_dataset=eval_dataset,
+                processing_class=tokenizer,
+                peft_config=peft_config,
+                callbacks=callbacks,
+            )
+        else:
+            from .self_distillation import SelfDistillationTrainer
+
+            trainer = SelfDistillationTrainer(
+                model=model,
+                teacher_model=teacher[0],
+                teacher_tokenizer=teacher[1],
+                args=config.to_self_distillation_config(stage),
+                train_dataset=train_dataset,
+                eval_dataset=eval_dataset,
+                processing_class=tokenizer,
+                peft_config=peft_config,
+                callbacks=callbacks,
+            )
         trainer.train(resume_from_checkpoint=resume)
     trainer.save_state()
     return trainer.model, list(trainer.state.log_history), trainer.state.global_step
@@ -544,6 +603,8 @@ def adapt_vocabulary(
     config: Optional[VocabAdaptationConfig] = None,
     eval_dataset=None,
     callbacks=None,
+    teacher_model=None,
+    teacher_tokenizer=None,
 ) -> AdaptationResult:
     """Train a swapped model on its new vocabulary in two stages (TokAlign's recipe) with TRL's `SFTTrainer`.
 
@@ -560,6 +621,9 @@ def adapt_vocabulary(
         config (`VocabAdaptationConfig`, *optional*): the recipe; the paper's defaults when omitted.
         eval_dataset (*optional*): evaluated by both stages when `sft_kwargs` sets an `eval_strategy`.
         callbacks (`list[TrainerCallback]`, *optional*): added to both stages' trainers.
+        teacher_model / teacher_tokenizer (*optional*): the model *before* the swap and its own tokenizer. With them
+            (and `config.recovery` "auto" or "self_distill") both stages train by self-distillation across the swap
+            (`tokswap.self_distillation`) on the same text instead of plain cross-entropy.
 
     Returns:
         [`AdaptationResult`]
@@ -567,6 +631,18 @@ def adapt_vocabulary(
     config = config or VocabAdaptationConfig()
     _check_dataset(train_dataset, config.dataset_text_field)
     align_special_token_ids(model, tokenizer)
+    teacher = _recovery_teacher(config, teacher_model, teacher_tokenizer)
+    if teacher is not None:
+        from .self_distillation import build_self_distillation_dataset
+
+        # both tokenizations are built once and shared by the two stages
+        train_dataset = build_self_distillation_dataset(
+            _text_column(train_dataset, config.dataset_text_field), tokenizer, teacher[1], config.max_length
+        )
+        if eval_dataset is not None:
+            eval_dataset = build_self_distillation_dataset(
+                _text_column(eval_dataset, config.dataset_text_field), tokenizer, teacher[1], config.max_length
+            )
     resume1, resume2 = _plan_resume(config)
     result = AdaptationResult(model=model)
 
@@ -575,7 +651,9 @@ def adapt_vocabulary(
         freeze_all_but_embeddings(model)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         logger.info("Stage 1: training %d embedding parameters (lr %g).", trainable, config.stage1_learning_rate)
-        model, history, step = _run_stage(1, model, tokenizer, train_dataset, eval_dataset, config, resume1, callbacks)
+        model, history, step = _run_stage(
+            1, model, tokenizer, train_dataset, eval_dataset, config, resume1, callbacks, teacher=teacher
+        )
         result.stage1_log_history, result.stage1_output_dir = history, config.stage_output_dir(1)
         result.global_steps[1] = step
     elif resume2 is not None:
@@ -591,7 +669,8 @@ def adapt_vocabulary(
             peft_config = _lora_config(model, config)
         logger.info("Stage 2 (%s): lr %g.", config.stage2, config.stage2_learning_rate)
         model, history, step = _run_stage(
-            2, model, tokenizer, train_dataset, eval_dataset, config, resume2, callbacks, peft_config=peft_config
+            2, model, tokenizer, train_dataset, eval_dataset, config, resume2, callbacks, peft_config=peft_config,
+            teacher=teacher,
         )
         result.stage2_log_history, result.stage2_output_dir = history, config.stage_output_dir(2)
         result.global_steps[2] = step
@@ -605,6 +684,29 @@ def adapt_vocabulary(
         tokenizer.save_pretrained(config.output_dir)
         result.final_output_dir = config.output_dir
     return result
+
+
+def _recovery_teacher(config: VocabAdaptationConfig, teacher_model, teacher_tokenizer):
+    """(teacher model, teacher tokenizer) when the run self-distills, else None."""
+    if config.recovery == "ce" or (config.recovery == "auto" and teacher_model is None):
+        return None
+    if teacher_model is None or teacher_tokenizer is None:
+        raise TrainingError(
+            "recovery='self_distill' needs the model before the swap and its tokenizer: pass teacher_model= and "
+            "teacher_tokenizer= (TokenizerSwapper.train does this for you), or use recovery='ce'."
+        )
+    return teacher_model, teacher_tokenizer
+
+
+def _text_column(dataset, text_field: str):
+    """The raw texts of a training set (self-distillation tokenizes them with both tokenizers itself)."""
+    columns = getattr(dataset, "column_names", None) or []
+    if text_field not in columns:
+        raise TrainingError(
+            f"Self-distillation reads raw text, but the dataset has columns {columns} and no {text_field!r} column. "
+            "Pass a text dataset, or use recovery='ce' for pre-tokenized data."
+        )
+    return dataset[text_field]
 
 
 def merge_lora_adapters(peft_model):

@@ -1,0 +1,116 @@
+"""Init methods that combine shared tokens in a target-side space: OMP and FOCUS."""
+
+import numpy as np
+import pytest
+import torch
+from tokenizers import ByteLevelBPETokenizer
+from transformers import PreTrainedTokenizerFast
+
+from tokswap.alignment import RowSource, TokenAlignment
+from tokswap.init_methods import (
+    INIT_METHODS,
+    InitMethodError,
+    get_init_method,
+    orthogonal_matching_pursuit,
+)
+
+TEXTS = [f"line {i}: shared words and some new words {i * 13} appear here, again and again." for i in range(60)]
+
+
+def test_omp_recovers_a_vector_in_the_span_of_k_atoms():
+    torch.manual_seed(0)
+    dictionary = torch.randn(300, 128)
+    chosen = torch.tensor([[3, 77, 120, 299], [5, 6, 7, 8], [0, 150, 151, 152]])
+    coefficients = torch.randn(3, 4)
+    targets = torch.einsum("bk,bkd->bd", coefficients, dictionary[chosen])
+    picked, coef = orthogonal_matching_pursuit(dictionary, targets, k=4, candidates=300, ridge=0.0)
+    for row in range(3):
+        got = dict(zip(picked[row].tolist(), coef[row].tolist()))
+        want = dict(zip(chosen[row].tolist(), coefficients[row].tolist()))
+        assert set(got) == set(want)
+        assert all(abs(got[i] - want[i]) < 1e-4 for i in want)
+    rebuilt = torch.einsum("bk,bkd->bd", coef, dictionary[picked])
+    assert torch.allclose(rebuilt, targets, atol=1e-4)
+
+
+def test_omp_with_a_prefilter_smaller_than_the_dictionary_still_finds_close_atoms():
+    torch.manual_seed(1)
+    dictionary = torch.randn(2000, 64)
+    target = dictionary[[10]] * 2.0  # one atom, scaled
+    picked, coef = orthogonal_matching_pursuit(dictionary, target, k=3, candidates=16, ridge=0.0)
+    assert picked[0, 0].item() == 10 and abs(coef[0, 0].item() - 2.0) < 1e-4
+    assert coef[0, 1:].abs().max() < 1e-4  # nothing left to explain
+
+
+def _tokenizer(vocab_size):
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(TEXTS, vocab_size=vocab_size, min_frequency=1, special_tokens=["<s>", "</s>"],
+                            show_progress=False)
+    return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>")
+
+
+@pytest.fixture(scope="module")
+def pair():
+    source, target = _tokenizer(290), _tokenizer(330)
+    source_vocab = source.get_vocab()
+    n = len(target)
+    target_to_source = np.zeros(n, dtype=np.int64)
+    codes = np.full(n, RowSource.FALLBACK, dtype=np.int8)
+    for token, target_id in target.get_vocab().items():
+        if token in source_vocab:
+            target_to_source[target_id], codes[target_id] = source_vocab[token], RowSource.IDENTICAL
+    return source, target, target_to_source, codes
+
+
+def _alignment(pair, space):
+    source, target, target_to_source, codes = pair
+    return TokenAlignment(target_to_source.copy(), row_sources=codes.copy(), target_space=space)
+
+
+def test_omp_and_focus_need_a_target_space(pair):
+    source, target, *_ = pair
+    weight = torch.randn(len(source), 8)
+    for name in ("omp", "focus"):
+        with pytest.raises(InitMethodError, match="donor"):
+            get_init_method(name).initialize(weight, _alignment(pair, None), source_tokenizer=source,
+                                             target_tokenizer=target)
+
+
+def test_omp_applies_target_space_coefficients_to_source_rows(pair):
+    source, target, target_to_source, codes = pair
+    shared = np.flatnonzero(codes == RowSource.IDENTICAL)
+    new = np.flatnonzero(codes == RowSource.FALLBACK)
+    assert len(shared) > 10 and len(new) > 10
+    rng = np.random.default_rng(0)
+    space = rng.standard_normal((len(target), 256)).astype(np.float32)
+    a, b = shared[3], shared[7]
+    space[new[0]] = 0.25 * space[a] - 1.5 * space[b]  # a new token exactly in the span of two shared ones
+    space[new[1]] = np.nan  # no vector: keeps the pieces mean (FVT)
+    weight = torch.randn(len(source), 8, dtype=torch.float64)
+    alignment = _alignment(pair, space)
+    out = get_init_method("omp").initialize(weight, alignment, source_tokenizer=source, target_tokenizer=target)
+    expected = 0.25 * weight[target_to_source[a]] - 1.5 * weight[target_to_source[b]]
+    assert torch.allclose(out[new[0]], expected, atol=1e-4)
+    fvt = get_init_method("fvt").initialize(weight, alignment, source_tokenizer=source, target_tokenizer=target)
+    assert torch.allclose(out[new[1]], fvt[new[1]])
+    assert torch.equal(out[shared], weight[target_to_source[shared]])  # shared rows untouched
+
+
+def test_focus_is_a_sparsemax_combination_of_shared_rows(pair):
+    source, target, target_to_source, codes = pair
+    shared = np.flatnonzero(codes == RowSource.IDENTICAL)
+    new = np.flatnonzero(codes == RowSource.FALLBACK)
+    rng = np.random.default_rng(1)
+    space = rng.standard_normal((len(target), 64)).astype(np.float32)
+    space[new[0]] = space[shared[5]]  # the auxiliary vector of a shared token: FOCUS copies that token's row
+    weight = torch.randn(len(source), 8, dtype=torch.float64)
+    out = get_init_method("focus").initialize(weight, _alignment(pair, space), source_tokenizer=source,
+                                              target_tokenizer=target)
+    assert torch.allclose(out[new[0]], weight[target_to_source[shared[5]]].to(out.dtype), atol=1e-5)
+    # every new row lies in the convex hull of the shared rows: its weights are a distribution
+    assert torch.isfinite(out[new]).all()
+
+
+def test_registry_marks_seed_dependence():
+    assert INIT_METHODS["omp"].uses_seed and INIT_METHODS["tokalign"].uses_seed
+    assert not INIT_METHODS["fvt"].uses_seed and not INIT_METHODS["mean"].uses_seed
