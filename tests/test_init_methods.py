@@ -67,13 +67,16 @@ def _alignment(pair, space):
     return TokenAlignment(target_to_source.copy(), row_sources=codes.copy(), target_space=space)
 
 
-def test_omp_and_focus_need_a_target_space(pair):
+def test_omp_needs_a_target_space_and_focus_falls_back_to_its_variant(pair):
     source, target, *_ = pair
     weight = torch.randn(len(source), 8)
-    for name in ("omp", "focus"):
-        with pytest.raises(InitMethodError, match="donor"):
-            get_init_method(name).initialize(weight, _alignment(pair, None), source_tokenizer=source,
-                                             target_tokenizer=target)
+    with pytest.raises(InitMethodError, match="donor"):
+        get_init_method("omp").initialize(weight, _alignment(pair, None), source_tokenizer=source,
+                                          target_tokenizer=target)
+    kwargs = dict(source_tokenizer=source, target_tokenizer=target)
+    focus = get_init_method("focus").initialize(weight, _alignment(pair, None), **kwargs)
+    variant = get_init_method("focus_fvt").initialize(weight, _alignment(pair, None), **kwargs)
+    assert torch.equal(focus, variant)
 
 
 def test_omp_applies_target_space_coefficients_to_source_rows(pair):

@@ -635,7 +635,8 @@ class FocusInit(InitMethod):
     combination of the source rows of the shared tokens, weighted by the cosine similarity of the tokens in an
     auxiliary space of the *target* side (the paper trains fastText on target text; tokswap has the target
     GloVe vectors of the alignment, or a donor model's embeddings). Tokens with no auxiliary vector get the mean
-    of their source pieces (FVT). `focus_fvt` is the variant that needs no target-side space.
+    of their source pieces (FVT). Without a target-side space (an alignment loaded from disk and no donor) it
+    runs the `focus_fvt` variant.
 
     Paper: Konstantin Dobler, Gerard de Melo (2023). "FOCUS: Effective Embedding Initialization for Monolingual
     Specialization of Multilingual Models." EMNLP.
@@ -653,6 +654,11 @@ class FocusInit(InitMethod):
 
     def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
         self._require_tokenizers(source_tokenizer, target_tokenizer)
+        if alignment.target_space is None:  # e.g. an alignment loaded from disk: FOCUS without a target space
+            logger.info("No target-side space with the alignment: 'focus' uses the FVT vectors as its auxiliary "
+                        "space (the 'focus_fvt' variant).")
+            return FocusFVTInit().initialize(source_weight, alignment, source_tokenizer=source_tokenizer,
+                                             target_tokenizer=target_tokenizer)
         out = _pieces_baseline(source_weight, alignment, source_tokenizer, target_tokenizer)
         shared = shared_row_mask(alignment, source_tokenizer, target_tokenizer)
         space, atoms, new = target_space_rows(alignment, shared)

@@ -855,6 +855,12 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--stage2-lr", type=float, default=defaults.stage2_learning_rate)
     parser.add_argument("--lora-r", type=int, default=defaults.lora_r)
     parser.add_argument("--lora-alpha", type=int, default=defaults.lora_alpha)
+    parser.add_argument("--recovery", choices=RECOVERY_MODES, default=defaults.recovery,
+                        help="self_distill: the model before the swap teaches the swapped one; ce: plain cross-entropy; "
+                        "auto (default): self_distill when the original model is known (--teacher, or the source "
+                        "model recorded in MODEL_DIR/tokswap_config.json)")
+    parser.add_argument("--teacher", default=None,
+                        help="the original model (before the swap) for self-distillation; default: the recorded source")
     parser.add_argument("--no-merge", action="store_true", help="keep LoRA adapters separate (stage2=lora)")
     parser.add_argument("--no-packing", action="store_true", help="pad instead of packing sequences")
     parser.add_argument("--activation-checkpointing", action="store_true", help="trade compute for memory")
@@ -885,17 +891,41 @@ def _cli_train(args) -> int:
         merge_adapters=not args.no_merge,
         packing=not args.no_packing,
         activation_checkpointing=args.activation_checkpointing,
+        recovery=args.recovery,
         **run_arguments(args),
     )
     dataset = load_training_dataset(args.dataset)
     model, tokenizer = load_model_for_training(args.model_dir)
-    result = adapt_vocabulary(model, tokenizer, dataset, config)
+    teacher_model, teacher_tokenizer = _cli_teacher(args, model)
+    result = adapt_vocabulary(model, tokenizer, dataset, config, teacher_model=teacher_model,
+                              teacher_tokenizer=teacher_tokenizer)
     for stage, history in ((1, result.stage1_log_history), (2, result.stage2_log_history)):
         losses = [entry["loss"] for entry in history if "loss" in entry]
         if losses:
             print(f"stage {stage}: {result.global_steps.get(stage, '?')} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}")
     print(f"saved the adapted model to {result.final_output_dir}")
     return 0
+
+
+def _cli_teacher(args, model):
+    """The original model and tokenizer for self-distillation: --teacher, else the source recorded by `tokswap swap`."""
+    if args.recovery == "ce":
+        return None, None
+    teacher = args.teacher
+    record = Path(args.model_dir, "tokswap_config.json")
+    if teacher is None and record.is_file():
+        teacher = json.loads(record.read_text(encoding="utf-8")).get("source_model")
+    if not teacher:
+        if args.recovery == "self_distill":
+            raise TrainingError(
+                "--recovery self_distill needs the model before the swap: pass --teacher MODEL (a folder, Hub id or "
+                "tokswap asset name), or use --recovery ce."
+            )
+        return None, None
+    from .swapper import _load_source_tokenizer, load_causal_lm
+
+    teacher_model, location, _ = load_causal_lm(teacher, dtype=model.dtype)
+    return teacher_model, _load_source_tokenizer(str(teacher), location, {})
 
 
 __all__ = [
