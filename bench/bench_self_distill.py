@@ -1,0 +1,85 @@
+"""Recovery after a swap: self-distillation from the original model vs plain cross-entropy, same batches.
+
+SmolLM2-135M (tokswap asset `smollm2-135m`) is given the Qwen2.5 tokenizer with the `fvt` init, then trained
+for N stage-1 steps (embeddings + head, lr 6.4e-4, 4 x 128 tokens) on the same windows of text in the same
+order, by arm:
+
+- `ce`: `SelfDistillationTrainer` with only the cross-entropy weight (the plain next-token loss, on exactly the
+  windows the other arms see);
+- `sd`: cross-entropy + chunk-likelihood matching + hidden-state matching (the library default);
+- `ll`: cross-entropy + chunk-likelihood matching; `hid`: cross-entropy + hidden-state matching.
+
+Held-out text: the first whole documents of four domains (en, code, de, zh), 3,000 bytes each, never in the
+training text (`bench_init_methods.split_corpus`). Prints one JSON line per arm (bits per byte per domain and
+their mean; `swap` is the model right after the swap):
+
+    python bench/bench_self_distill.py swap,ce,sd 20 > bench/results/self_distill.jsonl
+"""
+
+import copy
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_init_methods import bits_per_byte, domain_documents, shared_rows_alignment, split_corpus  # noqa: E402
+
+WEIGHTS = {"ce": (1, 0, 0), "sd": (1, 1, 1), "ll": (1, 1, 0), "hid": (1, 0, 1)}
+
+
+def main(arms, steps):
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+
+    from tokswap import assets
+    from tokswap.swapper import TokenizerSwapper
+    from tokswap.training import VocabAdaptationConfig, adapt_vocabulary
+
+    torch.manual_seed(0)
+    heldout, train = split_corpus(domain_documents(), 3000, 1_000_000)
+    heldout = {k: heldout[k] for k in ("en", "code", "de", "zh")}
+    source, target = assets.load_tokenizer("smollm2"), assets.load_tokenizer("qwen2.5")
+    alignment = shared_rows_alignment(source, target)
+    path = assets.model_path("smollm2-135m")
+    original = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+
+    def score(model, tokenizer):
+        model.eval()
+        result = {d: bits_per_byte(model, tokenizer, text) for d, text in heldout.items()}
+        result["mean"] = sum(result.values()) / len(result)
+        return result
+
+    pieces = [p for text in train for p in (text[i : i + 600] for i in range(0, len(text), 600))]
+    random.Random(0).shuffle(pieces)
+    data = Dataset.from_dict({"text": pieces[:4000]})
+    for arm in arms:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        swapper = TokenizerSwapper.from_pretrained(model, copy.deepcopy(target), alignment=alignment,
+                                                   init_method="fvt", source_tokenizer=source)
+        if arm == "swap":
+            print(json.dumps({"arm": arm, **score(swapper.model, swapper.tokenizer)}), flush=True)
+            continue
+        ce, likelihood, hidden = WEIGHTS[arm]
+        started = time.time()
+        with tempfile.TemporaryDirectory() as workdir:
+            config = VocabAdaptationConfig(
+                output_dir=workdir, stage1_max_steps=steps, stage2_max_steps=0, per_device_train_batch_size=4,
+                max_length=128, logging_steps=10, save_steps=100000, save_final_model=False, seed=0,
+                recovery="self_distill", self_distill_ce_weight=ce, self_distill_likelihood_weight=likelihood,
+                self_distill_hidden_weight=hidden,
+            )
+            result = adapt_vocabulary(swapper.model, swapper.tokenizer, data, config, teacher_model=original,
+                                      teacher_tokenizer=source)
+        print(json.dumps({"arm": arm, "steps": steps, "seconds": round(time.time() - started),
+                          **score(result.model, swapper.tokenizer),
+                          "log": [{k: round(v, 3) for k, v in e.items() if isinstance(v, float)}
+                                  for e in result.stage1_log_history[-2:]]}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1].split(","), int(sys.argv[2]))
