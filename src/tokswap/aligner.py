@@ -32,9 +32,9 @@ from typing import Optional, Sequence, Union
 import numpy as np
 import torch
 
-from .alignment import AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
+from .alignment import ALIGNMENT_CONFIG_NAME, AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
 from .matching import nearest_neighbours, normalize_rows, precision_at_k, procrustes_map, relative_representations
-from .utils import cache_dir, get_logger
+from .utils import cache_dir, check_output_dir, get_logger
 from .vocab import (
     _source_preference,
     _vocab_by_id,
@@ -789,6 +789,7 @@ def summary_table(alignment: TokenAlignment) -> str:
 
 
 def _cli_align(args) -> int:
+    check_output_dir(args.output, args.overwrite, ALIGNMENT_CONFIG_NAME)  # before the long alignment run
     config_kwargs = {}
     for item in fields(AlignmentConfig):
         value = getattr(args, item.name, None)
@@ -798,7 +799,7 @@ def _cli_align(args) -> int:
     corpus = None if args.corpus in (None, "default") else args.corpus
     alignment = align_tokenizers(args.source_tokenizer, args.target_tokenizer, corpus=corpus, config=config,
                                  progress=not args.quiet)
-    alignment.save_pretrained(args.output)
+    alignment.save_pretrained(args.output, overwrite=args.overwrite)
     print(summary_table(alignment))
     print(f"saved to {args.output}")
     return 0
@@ -817,7 +818,10 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--corpus", default="default",
                         help="'default' (tokswap's mixed corpus, --corpus-bytes of it), a .jsonl/.txt file or a dataset "
                         "folder (default: default)")
-    parser.add_argument("--output", required=True, help="folder for alignment.safetensors + alignment_config.json")
+    parser.add_argument("--output", required=True,
+                        help="folder for alignment.safetensors + alignment_config.json (new or empty)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace --output when it holds an earlier alignment (never other folders)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     defaults = AlignmentConfig()
     for item in fields(AlignmentConfig):

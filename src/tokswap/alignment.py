@@ -201,8 +201,17 @@ class TokenAlignment:
         )
 
     # ------------------------------------------------------------------ persistence
-    def save_pretrained(self, save_directory: Union[str, os.PathLike]) -> Path:
-        """Write `alignment.safetensors` + `alignment_config.json` to `save_directory` (atomically)."""
+    def save_pretrained(self, save_directory: Union[str, os.PathLike], overwrite: bool = False) -> Path:
+        """Write `alignment.safetensors` + `alignment_config.json` to `save_directory` (atomically).
+
+        Args:
+            save_directory (`str` or `os.PathLike`): a new or empty folder.
+            overwrite (`bool`, defaults to `False`): replace a folder written by an earlier `save_pretrained`
+                (one holding `alignment_config.json`). Any other non-empty folder or file is always refused.
+
+        Raises:
+            `OutputExistsError`: `save_directory` holds something this call must not replace.
+        """
         from safetensors.numpy import save_file
 
         from . import __version__
@@ -222,17 +231,12 @@ class TokenAlignment:
         }
         if self.source_to_target is not None:
             tensors["source_to_target"] = self.source_to_target
-        # Write into a temporary sibling, then move both files in: never half an alignment.
-        with atomic_output_dir(save_directory.with_name(save_directory.name + ".alignment-tmp")) as tmp:
+        # Written into a temporary sibling renamed into place: never half an alignment.
+        with atomic_output_dir(save_directory, overwrite=overwrite, marker=ALIGNMENT_CONFIG_NAME) as tmp:
             save_file(tensors, str(tmp / ALIGNMENT_WEIGHTS_NAME), metadata={"format": "np"})
             with open(tmp / ALIGNMENT_CONFIG_NAME, "w", encoding="utf-8") as handle:
                 json.dump(config, handle, indent=2, sort_keys=True, ensure_ascii=False)
                 handle.write("\n")
-        staged = save_directory.with_name(save_directory.name + ".alignment-tmp")
-        save_directory.mkdir(parents=True, exist_ok=True)
-        for name in (ALIGNMENT_WEIGHTS_NAME, ALIGNMENT_CONFIG_NAME):
-            os.replace(staged / name, save_directory / name)
-        staged.rmdir()
         self.config = config
         return save_directory
 

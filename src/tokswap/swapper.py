@@ -24,7 +24,7 @@ from .alignment import RowSource, TokenAlignment, tokenizer_fingerprint
 from .errors import TokswapError
 from .init_methods import INIT_METHODS, get_init_method
 from .surgery import swap_vocabulary
-from .utils import atomic_output_dir, get_logger
+from .utils import atomic_output_dir, check_output_dir, get_logger
 
 logger = get_logger(__name__)
 
@@ -321,14 +321,22 @@ class TokenizerSwapper:
                    record.get("init_method", "tokalign"), record)
 
     # ------------------------------------------------------------------ persistence
-    def save_pretrained(self, save_directory: Union[str, os.PathLike], **save_kwargs) -> Path:
+    def save_pretrained(self, save_directory: Union[str, os.PathLike], overwrite: bool = False, **save_kwargs) -> Path:
         """Write a plain model + tokenizer folder, `alignment/` and `tokswap_config.json`, atomically.
 
         The folder loads with `AutoModelForCausalLM` / `AutoTokenizer` alone; tokswap is not needed.
-        `save_kwargs` go to `model.save_pretrained` (e.g. `max_shard_size`).
+
+        Args:
+            save_directory (`str` or `os.PathLike`): a new or empty folder.
+            overwrite (`bool`, defaults to `False`): replace a folder written by an earlier `save_pretrained`
+                (one holding `tokswap_config.json`). Any other non-empty folder or file is always refused.
+            save_kwargs: passed to `model.save_pretrained` (e.g. `max_shard_size`).
+
+        Raises:
+            `OutputExistsError`: `save_directory` holds something this call must not replace.
         """
         save_directory = Path(save_directory)
-        with atomic_output_dir(save_directory) as tmp:
+        with atomic_output_dir(save_directory, overwrite=overwrite, marker=TOKSWAP_CONFIG_NAME) as tmp:
             self.model.save_pretrained(str(tmp), **save_kwargs)
             self.tokenizer.save_pretrained(str(tmp))
             if self.alignment is not None:
@@ -412,7 +420,9 @@ def register_cli(subparsers) -> None:
     )
     parser.add_argument("source", metavar="SRC", help="source model: Hub id, folder, GGUF file or tokswap asset name")
     parser.add_argument("target", metavar="TGT", help="target tokenizer: Hub id or folder of a tokenizer or model")
-    parser.add_argument("--output", "-o", required=True, help="folder to write the swapped model to")
+    parser.add_argument("--output", "-o", required=True, help="folder to write the swapped model to (new or empty)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace --output when it holds an earlier `tokswap swap` result (never other folders)")
     parser.add_argument("--alignment", help="alignment folder or Hub id (default: prebuilt for the pair, else computed)")
     parser.add_argument("--init-method", default="tokalign", choices=sorted(INIT_METHODS),
                         help="how new rows are initialized (default: tokalign)")
@@ -426,6 +436,7 @@ def register_cli(subparsers) -> None:
 
 
 def _cli_swap(args) -> int:
+    check_output_dir(args.output, args.overwrite, TOKSWAP_CONFIG_NAME)  # before minutes of loading and surgery
     model_kwargs: dict[str, Any] = {}
     if args.dtype:
         import torch
@@ -447,7 +458,7 @@ def _cli_swap(args) -> int:
         seed=args.seed,
         **model_kwargs,
     )
-    swapper.save_pretrained(args.output)
+    swapper.save_pretrained(args.output, overwrite=args.overwrite)
     counts = swapper.swap_record["alignment"]["row_source_counts"]
     print(
         f"Saved {swapper.swap_record['architecture']} with the vocabulary of {args.target} "
