@@ -299,3 +299,29 @@ def test_added_tokens_past_the_teacher_head_are_left_out(tokenizer):
     assert len(tok) == tok.vocab_size + 1
     assert check_teacher_compatible(tok, llama(tok.vocab_size), student_model=llama(320)) == tok.vocab_size
     assert check_teacher_compatible(tok, llama(320), student_model=llama(320)) == len(tok)
+
+
+def test_nan_weights_in_student_or_teacher_are_refused(tokenizer, dataset, tmp_path):
+    from tokswap.training import NonFiniteError
+
+    def broken(model):
+        with torch.no_grad():
+            model.get_input_embeddings().weight[3, 1] = float("nan")
+        return model
+
+    for student, teacher, who in ((broken(llama(320)), llama(320, seed=1), "student"),
+                                  (llama(320), broken(llama(320, seed=1)), "teacher")):
+        with pytest.raises(NonFiniteError, match=f"(?i)the {who} has 1 NaN/infinite.*embed_tokens"):
+            TokenDistillationTrainer(model=student, teacher_model=teacher, args=distill_config(tmp_path),
+                                     train_dataset=dataset, processing_class=copy.deepcopy(tokenizer))
+
+
+def test_distill_stops_on_a_nan_loss(tokenizer, dataset, tmp_path):
+    from tokswap.training import NonFiniteError
+
+    student = llama(320)
+    with torch.no_grad():
+        student.lm_head.weight[0, 0] = float("nan")  # every logit row holds a NaN: every loss is NaN
+    with pytest.raises(NonFiniteError, match="diverged at step 1"):
+        distill(student, copy.deepcopy(tokenizer), llama(320, seed=1), dataset, distill_config(tmp_path),
+                allow_nonfinite=True)

@@ -358,3 +358,19 @@ def test_cli_swap_refuses_an_existing_output_before_loading(tmp_path, capsys, mo
     (out / "tokswap_config.json").write_text("{}")
     assert main(["swap", "src-model", "tgt-tok", "--output", str(out)]) == 2
     assert "--overwrite" in capsys.readouterr().err
+
+
+def test_a_source_model_with_nan_weights_is_refused_before_surgery(tiny_swapper, caplog):
+    from tokswap.training import NonFiniteError
+
+    model = transformers.LlamaForCausalLM(tiny_swapper.model.config)
+    with torch.no_grad():
+        model.get_input_embeddings().weight[5, 2] = float("nan")
+    rows = model.get_input_embeddings().weight.shape[0]
+    tokenizer = tiny_swapper.tokenizer
+    with pytest.raises(NonFiniteError, match=r"1 NaN/infinite weight values in 1 parameter\(s\): model\.embed_tokens"):
+        TokenizerSwapper.from_pretrained(model, tokenizer, source_tokenizer=tokenizer, pad_to_multiple_of=64)
+    assert model.get_input_embeddings().weight.shape[0] == rows  # no surgery happened
+    with caplog.at_level("WARNING", logger="tokswap"):
+        swapped = TokenizerSwapper.from_pretrained(model, tokenizer, source_tokenizer=tokenizer, allow_nonfinite=True)
+    assert "embed_tokens" in caplog.text and swapped.model is model

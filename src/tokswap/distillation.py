@@ -40,7 +40,14 @@ from trl import SFTConfig, SFTTrainer
 
 from .alignment import tokenizer_fingerprint
 from .errors import TokswapError
-from .training import add_run_arguments, align_special_token_ids, bf16_supported, never_shrink_vocabulary
+from .training import (
+    add_run_arguments,
+    align_special_token_ids,
+    bf16_supported,
+    check_finite,
+    never_shrink_vocabulary,
+    with_non_finite_check,
+)
 from .utils import get_logger
 
 logger = get_logger(__name__)
@@ -95,6 +102,11 @@ class TokenDistillationConfig(SFTConfig):
     )
     bf16: Optional[bool] = field(
         default=None, metadata={"help": "bf16 mixed precision; None uses it when a CUDA GPU supports it."}
+    )
+    logging_nan_inf_filter: bool = field(
+        default=False,
+        metadata={"help": "Average NaN/inf losses away in the logs (TRL's default). Off here: a NaN loss is logged "
+                  "as such and stops the run (NonFiniteLossCallback)."},
     )
 
     def __post_init__(self):
@@ -363,7 +375,10 @@ class TokenDistillationTrainer(SFTTrainer):
             tokenizer and must be the teacher's too.
         teacher_tokenizer (*optional*): the teacher's tokenizer for the compatibility check (loaded from the
             teacher's path when the teacher is given as one).
-        **kwargs: passed to `SFTTrainer`.
+        allow_nonfinite (`bool`, defaults to `False`): only warn when the student's or the teacher's weights hold
+            NaN/inf values (by default that is a `NonFiniteError`).
+        **kwargs: passed to `SFTTrainer`. A `NonFiniteLossCallback` is always added to `callbacks`: a NaN/inf
+            loss or gradient norm stops the run with an error.
     """
 
     _tag_names = ["trl", "sft", "tokswap", "distillation"]
@@ -378,6 +393,7 @@ class TokenDistillationTrainer(SFTTrainer):
         eval_dataset=None,
         processing_class=None,
         teacher_tokenizer=None,
+        allow_nonfinite: bool = False,
         **kwargs,
     ):
         if args is None:
@@ -400,6 +416,10 @@ class TokenDistillationTrainer(SFTTrainer):
                 except (OSError, ValueError):
                     logger.warning("No tokenizer found with the teacher %s: only its vocabulary size is checked.", teacher_model)
             teacher_model = AutoModelForCausalLM.from_pretrained(teacher_model, **init_kwargs)
+        check_finite(teacher_model, "the teacher", allow_nonfinite)
+        if not isinstance(model, str):  # a student given by path is checked once SFTTrainer has loaded it
+            check_finite(model, "the student", allow_nonfinite)
+        kwargs["callbacks"] = with_non_finite_check(kwargs.get("callbacks"))
         if processing_class is not None and not isinstance(model, str):
             # align first so SFTTrainer's silent rewrite of the special ids is a no-op
             align_special_token_ids(model, getattr(processing_class, "tokenizer", processing_class))
@@ -414,6 +434,8 @@ class TokenDistillationTrainer(SFTTrainer):
             processing_class=processing_class,
             **kwargs,
         )
+        if isinstance(model, str):
+            check_finite(self.model, "the student", allow_nonfinite)
         tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
         self._vocab_size = check_teacher_compatible(tokenizer, teacher_model, teacher_tokenizer, self.model)
 
@@ -485,6 +507,7 @@ def distill(
     eval_dataset=None,
     teacher_tokenizer=None,
     callbacks=None,
+    allow_nonfinite: bool = False,
 ) -> TokenDistillationTrainer:
     """Distill `teacher` into `student` (which must already use the teacher's tokenizer) and return the trainer.
 
@@ -496,7 +519,8 @@ def distill(
         config ([`TokenDistillationConfig`], *optional*)
         eval_dataset (*optional*)
         teacher_tokenizer (*optional*): checked against `tokenizer`.
-        callbacks (*optional*): `TrainerCallback`s.
+        callbacks (*optional*): `TrainerCallback`s (a `NonFiniteLossCallback` is always added).
+        allow_nonfinite (`bool`, defaults to `False`): only warn when a model's weights hold NaN/inf values.
 
     Returns:
         [`TokenDistillationTrainer`]: after training; the student is `trainer.model`, the logs
@@ -512,6 +536,7 @@ def distill(
         processing_class=tokenizer,
         teacher_tokenizer=teacher_tokenizer,
         callbacks=callbacks,
+        allow_nonfinite=allow_nonfinite,
     )
     with never_shrink_vocabulary(trainer.accelerator.unwrap_model(trainer.model)):
         trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
@@ -572,7 +597,8 @@ def _cli_distill(args) -> int:
         teacher_tokenizer = AutoTokenizer.from_pretrained(args.teacher)
     except (OSError, ValueError):
         teacher_tokenizer = None
-    trainer = distill(student, tokenizer, teacher, dataset, config, teacher_tokenizer=teacher_tokenizer)
+    trainer = distill(student, tokenizer, teacher, dataset, config, teacher_tokenizer=teacher_tokenizer,
+                      allow_nonfinite=args.allow_nonfinite)
     trainer.save_model(args.output)
     tokenizer.save_pretrained(args.output)
     history = [e for e in trainer.state.log_history if "loss" in e]

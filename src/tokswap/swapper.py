@@ -192,6 +192,7 @@ class TokenizerSwapper:
         pad_to_multiple_of: Optional[int] = 64,
         source_tokenizer=None,
         seed: int = 0,
+        allow_nonfinite: bool = False,
         **model_kwargs,
     ) -> "TokenizerSwapper":
         """Load `source_model` and give it `target_tokenizer`'s vocabulary.
@@ -217,6 +218,8 @@ class TokenizerSwapper:
             source_tokenizer (*optional*):
                 The source model's tokenizer, when it cannot be loaded from `source_model`.
             seed (`int`, defaults to 0): seed of the random init methods.
+            allow_nonfinite (`bool`, defaults to `False`): only warn when the source model's weights hold NaN/inf
+                values; by default that is a `NonFiniteError` (the new rows would be copied from broken ones).
             model_kwargs:
                 Passed to `AutoModelForCausalLM.from_pretrained` (`dtype`, `device_map`, `revision`,
                 `token`, `attn_implementation`, `trust_remote_code`, ...).
@@ -254,6 +257,10 @@ class TokenizerSwapper:
         if source_tokenizer is None:
             raise SwapperError("Could not find the source model's tokenizer: pass `source_tokenizer=`.")
         source_tokenizer = load_tokenizer(source_tokenizer, **tokenizer_kwargs)
+        from .training import check_finite
+
+        # before an alignment is computed and broken rows are copied into the new vocabulary
+        check_finite(model, f"The source model {source_model_id!r}", allow_nonfinite)
 
         hub_kwargs = {k: v for k, v in model_kwargs.items() if k == "token"}
         resolved, origin = resolve_alignment(
@@ -432,6 +439,8 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the random init methods")
     parser.add_argument("--revision", default=None, help="source model revision")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the Hub")
+    parser.add_argument("--allow-nonfinite", action="store_true",
+                        help="only warn when the source model's weights hold NaN/inf values (default: refuse)")
     parser.set_defaults(func=_cli_swap)
 
 
@@ -456,6 +465,7 @@ def _cli_swap(args) -> int:
         corpus=args.corpus,
         pad_to_multiple_of=args.pad_to_multiple_of,
         seed=args.seed,
+        allow_nonfinite=args.allow_nonfinite,
         **model_kwargs,
     )
     swapper.save_pretrained(args.output, overwrite=args.overwrite)
