@@ -325,3 +325,20 @@ def test_distill_stops_on_a_nan_loss(tokenizer, dataset, tmp_path):
     with pytest.raises(NonFiniteError, match="diverged at step 1"):
         distill(student, copy.deepcopy(tokenizer), llama(320, seed=1), dataset, distill_config(tmp_path),
                 allow_nonfinite=True)
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("max_steps", -3, r"max_steps \(--max-steps\) must be -1 \(one epoch\) or an integer >= 1, got -3"),
+    ("max_steps", 0, r"--max-steps\) must be -1"),
+    ("per_device_train_batch_size", 0, r"--batch-size\) must be an integer >= 1"),
+    ("gradient_accumulation_steps", 0, r"--grad-accum\) must be an integer >= 1"),
+    ("max_length", -5, r"--max-length\) must be an integer >= 1"),
+    ("learning_rate", 0.0, r"learning_rate \(--lr\) must be a finite number > 0"),
+    ("logging_steps", 0, r"--logging-steps\) must be a finite number > 0"),
+    ("save_steps", -1, r"--save-steps\) must be a finite number > 0"),
+    ("temperature", 0.0, r"--temperature\) must be a finite number > 0"),
+    ("distill_chunk_size", 0, r"--chunk-size\) must be an integer >= 1"),
+])
+def test_config_ranges_are_checked(option, value, message, tmp_path):
+    with pytest.raises(DistillationError, match=message):
+        TokenDistillationConfig(output_dir=str(tmp_path), **{option: value})

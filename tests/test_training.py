@@ -407,3 +407,19 @@ def test_non_finite_loss_callback_reads_the_logs():
     assert control.should_training_stop
     with pytest.raises(NonFiniteError, match="loss=nan"):
         callback.on_log(args, state, TrainerControl(), logs={"loss": float("nan")})
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("per_device_train_batch_size", 0, r"per_device_train_batch_size \(--batch-size\) must be an integer >= 1, got 0"),
+    ("gradient_accumulation_steps", -2, r"--grad-accum\) must be an integer >= 1"),
+    ("max_length", 0, r"--max-length\) must be an integer >= 1"),
+    ("save_steps", 0, r"--save-steps\) must be an integer >= 1"),
+    ("logging_steps", -1, r"--logging-steps\) must be an integer >= 1"),
+    ("stage1_learning_rate", 0.0, r"stage1_learning_rate \(--stage1-lr\) must be a finite number > 0"),
+    ("stage2_learning_rate", -1e-4, r"--stage2-lr\) must be a finite number > 0"),
+    ("stage1_max_steps", -3, r"stage1_max_steps \(--stage1-steps\) must be >= 0"),
+    ("warmup_ratio", 1.5, r"warmup_ratio must be in \[0, 1\)"),
+])
+def test_config_ranges_are_checked(option, value, message):
+    with pytest.raises(TrainingError, match=message):
+        VocabAdaptationConfig(**{option: value})

@@ -34,6 +34,7 @@ import torch
 
 from .alignment import ALIGNMENT_CONFIG_NAME, AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
 from .matching import nearest_neighbours, normalize_rows, precision_at_k, procrustes_map, relative_representations
+from .errors import check_fraction, check_positive, check_positive_int
 from .utils import cache_dir, check_output_dir, get_logger
 from .vocab import (
     _source_preference,
@@ -124,6 +125,30 @@ class AlignmentConfig:
     device: Optional[str] = field(default=None, metadata={"help": "Device for GloVe training (default: cuda if present)."})
     seed: int = field(default=0, metadata={"help": "Seed of the default corpus and of the baselines."})
 
+    def __post_init__(self):
+        # Zero or negative values are accepted by the stages and fail late (or give an empty alignment): refuse
+        # them here, naming the `tokswap align` flag, which is the field name with dashes.
+        for name in ("window", "min_count", "dim", "iterations", "csls_k", "candidate_k", "chunk_size", "corpus_bytes",
+                     "eval_segments", "eval_segment_chars", "min_identical_pairs", "batch_size"):
+            check_positive_int(AlignmentError, name, getattr(self, name), _flag(name))
+        for name in ("search_dim", "num_proc"):
+            check_positive_int(AlignmentError, name, getattr(self, name), _flag(name), optional=True)
+        for name in ("num_anchors", "eval_documents", "min_corpus_tokens"):
+            check_positive_int(AlignmentError, name, getattr(self, name), _flag(name), minimum=0)
+        for name in ("x_max", "alpha", "learning_rate"):
+            check_positive(AlignmentError, name, getattr(self, name), _flag(name))
+        check_fraction(AlignmentError, "holdout_fraction", self.holdout_fraction, _flag("holdout_fraction"))
+        if self.min_match_precision is not None and not 0 < self.min_match_precision <= 1:
+            raise AlignmentError(
+                f"min_match_precision (--min-match-precision) must be in (0, 1] or None, got {self.min_match_precision!r}."
+            )
+        if self.method not in ("procrustes", "relative"):
+            raise AlignmentError(f"method (--method) must be 'procrustes' or 'relative', got {self.method!r}.")
+        if self.hubness_correction not in (None, "none", "csls"):
+            raise AlignmentError(
+                f"hubness_correction (--hubness-correction) must be 'csls' or 'none', got {self.hubness_correction!r}."
+            )
+
     def glove_config(self):
         from .glove import GloveConfig
 
@@ -133,6 +158,10 @@ class AlignmentConfig:
         }
         accepted = {f.name for f in fields(GloveConfig)}
         return GloveConfig(**{k: v for k, v in wanted.items() if k in accepted and v is not None})
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 # ---------------------------------------------------------------------------------------------- inputs

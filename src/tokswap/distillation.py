@@ -39,7 +39,7 @@ from torch.utils.checkpoint import checkpoint
 from trl import SFTConfig, SFTTrainer
 
 from .alignment import tokenizer_fingerprint
-from .errors import TokswapError
+from .errors import TokswapError, check_positive, check_positive_int
 from .training import (
     add_run_arguments,
     align_special_token_ids,
@@ -110,6 +110,7 @@ class TokenDistillationConfig(SFTConfig):
     )
 
     def __post_init__(self):
+        self._check_ranges()  # before SFTConfig's own checks, whose errors name no fix
         if self.bf16 is None and not self.fp16:
             self.bf16 = bf16_supported()
         if self.activation_checkpointing is None:
@@ -127,6 +128,29 @@ class TokenDistillationConfig(SFTConfig):
             raise DistillationError(f"divergence={self.divergence!r} is not one of {DIVERGENCES}.")
         if self.distill_chunk_size < 1:
             raise DistillationError(f"distill_chunk_size must be >= 1, got {self.distill_chunk_size}.")
+
+    def _check_ranges(self) -> None:
+        """Refuse sizes, steps and rates that TRL accepts silently (`max_steps=-3` would run a whole epoch)."""
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or not (
+            self.max_steps == -1 or self.max_steps >= 1
+        ):
+            raise DistillationError(
+                f"max_steps (--max-steps) must be -1 (one epoch) or an integer >= 1, got {self.max_steps!r}."
+            )
+        for name, flag in (("per_device_train_batch_size", "--batch-size"),
+                           ("gradient_accumulation_steps", "--grad-accum"),
+                           ("distill_chunk_size", "--chunk-size")):
+            check_positive_int(DistillationError, name, getattr(self, name), flag)
+        check_positive_int(DistillationError, "max_length", self.max_length, "--max-length", optional=True)
+        # transformers reads a float in (0, 1) as a fraction of the run, so these only have to be > 0
+        for name, flag in (("save_steps", "--save-steps"), ("logging_steps", "--logging-steps")):
+            check_positive(DistillationError, name, getattr(self, name), flag, optional=True)
+        check_positive(DistillationError, "learning_rate", self.learning_rate, "--lr")
+        check_positive(DistillationError, "temperature", self.temperature, "--temperature")
+        if self.max_steps == -1:
+            check_positive(DistillationError, "num_train_epochs", self.num_train_epochs)
+        if not 0.0 <= self.alpha <= 1.0:
+            raise DistillationError(f"alpha (--alpha) must be in [0, 1], got {self.alpha}.")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from typing import Any, Optional, Union
 
 import torch
 
-from .errors import TokswapError
+from .errors import TokswapError, check_fraction, check_positive, check_positive_int
 from .utils import get_logger
 
 logger = get_logger(__name__)
@@ -190,6 +190,18 @@ def _world_size() -> int:
 # --------------------------------------------------------------------------------------------------
 
 
+# Integer options of VocabAdaptationConfig that must be >= 1, with the `tokswap train` flag setting each.
+_POSITIVE_INT_OPTIONS = {
+    "per_device_train_batch_size": "--batch-size",
+    "gradient_accumulation_steps": "--grad-accum",
+    "max_length": "--max-length",
+    "save_steps": "--save-steps",
+    "logging_steps": "--logging-steps",
+    "lora_r": "--lora-r",
+    "lora_alpha": "--lora-alpha",
+}
+
+
 @dataclass
 class VocabAdaptationConfig:
     r"""
@@ -297,9 +309,16 @@ class VocabAdaptationConfig:
         for name in ("stage1_max_steps", "stage2_max_steps", "stage1_tokens", "stage2_tokens"):
             value = getattr(self, name)
             if value is not None and value < 0:
-                raise TrainingError(f"{name} must be >= 0 (0 skips the stage), got {value}.")
-        if not 0.0 <= self.warmup_ratio < 1.0:
-            raise TrainingError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}.")
+                flag = "--" + name.replace("_max", "").replace("_", "-")
+                raise TrainingError(f"{name} ({flag}) must be >= 0 (0 skips the stage), got {value}.")
+        check_fraction(TrainingError, "warmup_ratio", self.warmup_ratio)
+        # Zero or negative sizes are accepted by TRL and fail much later (or loop over nothing): refuse them here.
+        for name, flag in _POSITIVE_INT_OPTIONS.items():
+            check_positive_int(TrainingError, name, getattr(self, name), flag)
+        for name, flag in (("stage1_learning_rate", "--stage1-lr"), ("stage2_learning_rate", "--stage2-lr")):
+            check_positive(TrainingError, name, getattr(self, name), flag)
+        check_positive_int(TrainingError, "save_total_limit", self.save_total_limit, optional=True)
+        check_fraction(TrainingError, "lora_dropout", self.lora_dropout)
         if self.bf16 and not bf16_supported():
             raise TrainingError(
                 "bf16=True needs a CUDA GPU with bf16 support; none is visible. Leave bf16 unset to choose automatically."
