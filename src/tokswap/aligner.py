@@ -35,7 +35,7 @@ import torch
 from .alignment import ALIGNMENT_CONFIG_NAME, AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
 from .matching import nearest_neighbours, normalize_rows, precision_at_k, procrustes_map, relative_representations
 from .errors import check_fraction, check_positive, check_positive_int
-from .utils import cache_dir, check_output_dir, get_logger
+from .utils import cache_dir, check_local_path, check_output_dir, get_logger
 from .vocab import (
     _source_preference,
     _vocab_by_id,
@@ -168,6 +168,7 @@ def _flag(name: str) -> str:
 def _load_tokenizer(tokenizer):
     if not isinstance(tokenizer, (str, os.PathLike)):
         return tokenizer
+    check_local_path(tokenizer, "The tokenizer")
     path = Path(tokenizer)
     if path.is_file() and path.suffix == ".json":
         from transformers import PreTrainedTokenizerFast
@@ -257,6 +258,15 @@ def _prepare_corpus(corpus, config: AlignmentConfig):
         domains, counts = np.unique(np.asarray(train["domain"]), return_counts=True)
         description["domains"] = dict(zip(domains.tolist(), counts.tolist()))
     return train.select_columns(["text"]), list(held), description
+
+
+def check_corpus_path(corpus) -> None:
+    """Refuse a corpus given as a path that does not exist (corpora are local files or folders only)."""
+    if isinstance(corpus, (str, os.PathLike)) and not Path(corpus).expanduser().exists():
+        raise AlignmentError(
+            f"Corpus {os.fspath(corpus)} does not exist: give a .jsonl/.txt file or a dataset folder "
+            "(or leave it out for tokswap's default corpus)."
+        )
 
 
 def load_corpus(path) -> "datasets.Dataset":
@@ -718,6 +728,9 @@ def align_tokenizers(
     config = config or AlignmentConfig()
     timings = {}
     started = time.perf_counter()
+    check_corpus_path(corpus)  # before the tokenizers are loaded
+    check_local_path(source_tokenizer, "The source tokenizer")
+    check_local_path(target_tokenizer, "The target tokenizer")
     source_tokenizer = _load_tokenizer(source_tokenizer)
     target_tokenizer = _load_tokenizer(target_tokenizer)
     for side, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer)):
@@ -819,13 +832,16 @@ def summary_table(alignment: TokenAlignment) -> str:
 
 def _cli_align(args) -> int:
     check_output_dir(args.output, args.overwrite, ALIGNMENT_CONFIG_NAME)  # before the long alignment run
+    check_local_path(args.source_tokenizer, "The source tokenizer")
+    check_local_path(args.target_tokenizer, "The target tokenizer")
+    corpus = None if args.corpus in (None, "default") else args.corpus
+    check_corpus_path(corpus)
     config_kwargs = {}
     for item in fields(AlignmentConfig):
         value = getattr(args, item.name, None)
         if value is not None:
             config_kwargs[item.name] = value
     config = AlignmentConfig(**config_kwargs)
-    corpus = None if args.corpus in (None, "default") else args.corpus
     alignment = align_tokenizers(args.source_tokenizer, args.target_tokenizer, corpus=corpus, config=config,
                                  progress=not args.quiet)
     alignment.save_pretrained(args.output, overwrite=args.overwrite)

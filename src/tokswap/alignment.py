@@ -17,7 +17,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from .errors import TokswapError
-from .utils import atomic_output_dir, get_logger
+from .utils import atomic_output_dir, check_local_path, get_logger
 
 logger = get_logger(__name__)
 
@@ -245,6 +245,7 @@ class TokenAlignment:
         """Load an alignment from a local folder (or, via `tokswap.hub`, from a Hub repo)."""
         from safetensors.numpy import load_file
 
+        check_local_path(path_or_repo_id, "The alignment")
         path = Path(path_or_repo_id)
         if not path.is_dir():
             from . import hub  # the Hub lookup lives there; a local folder needs no network

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .errors import TokswapError
-from .utils import atomic_output_dir, cache_dir, get_logger, sha256_file
+from .utils import atomic_output_dir, cache_dir, check_local_path, get_logger, sha256_file
 
 logger = get_logger(__name__)
 
@@ -625,6 +625,7 @@ def load_tokenizer(name_or_path: str | os.PathLike, **kwargs):
     from transformers import AutoTokenizer
 
     text = os.fspath(name_or_path)
+    check_local_path(text, "The tokenizer")
     if not os.path.isdir(text):
         key = _TOKENIZER_ALIASES.get(text.lower(), text.lower())
         if key in _TOKENIZER_BUILDERS:

@@ -48,7 +48,7 @@ from .training import (
     never_shrink_vocabulary,
     with_non_finite_check,
 )
-from .utils import get_logger
+from .utils import check_local_path, get_logger
 
 logger = get_logger(__name__)
 
@@ -432,6 +432,8 @@ class TokenDistillationTrainer(SFTTrainer):
         if isinstance(teacher_model, str):
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
+            check_local_path(teacher_model, "The teacher")
+
             init_kwargs = dict(args.teacher_model_init_kwargs or {})
             init_kwargs.setdefault("trust_remote_code", args.trust_remote_code)
             if teacher_tokenizer is None:
@@ -599,6 +601,9 @@ def _cli_distill(args) -> int:
 
     from .training import load_model_for_training, load_training_dataset, run_arguments
 
+    # every path before any loading: a typo in --teacher should not cost loading the student first
+    check_local_path(args.student_dir, "The student")
+    check_local_path(args.teacher, "The teacher")
     config = TokenDistillationConfig(
         output_dir=args.output,
         alpha=args.alpha,

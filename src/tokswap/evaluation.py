@@ -51,7 +51,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .errors import TokswapError
-from .utils import atomic_output_file, get_logger
+from .utils import atomic_output_file, check_local_path, get_logger
 
 logger = get_logger(__name__)
 
@@ -1058,6 +1058,8 @@ def load_model_and_tokenizer(model: str, tokenizer: Optional[str] = None, dtype:
     """
     from transformers import AutoModelForCausalLM
 
+    check_local_path(model, "The model")
+    check_local_path(tokenizer, "The tokenizer")
     model_path = _resolve_model_path(model)
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}.get(dtype)
     if torch_dtype is None:

@@ -24,7 +24,7 @@ from .alignment import RowSource, TokenAlignment, tokenizer_fingerprint
 from .errors import TokswapError
 from .init_methods import INIT_METHODS, get_init_method
 from .surgery import swap_vocabulary
-from .utils import atomic_output_dir, check_output_dir, get_logger
+from .utils import atomic_output_dir, check_local_path, check_output_dir, get_logger
 
 logger = get_logger(__name__)
 
@@ -53,6 +53,7 @@ def load_tokenizer(name_or_path, **kwargs):
     if not isinstance(name_or_path, (str, os.PathLike)):
         return name_or_path
     name = str(name_or_path)
+    check_local_path(name, "The tokenizer")
     allowed = {k: v for k, v in kwargs.items() if k in ("revision", "token", "trust_remote_code", "cache_dir")}
     assets = _assets_module()
     if assets is not None and hasattr(assets, "load_tokenizer"):  # asset names, folders and Hub ids
@@ -64,6 +65,7 @@ def load_tokenizer(name_or_path, **kwargs):
 
 def _resolve_model_location(name: str) -> tuple[str, dict]:
     """(path or Hub id, extra from_pretrained kwargs) for a model name, going through tokswap assets."""
+    check_local_path(name, "The model")
     if Path(name).exists():
         location = Path(name)
     else:
@@ -235,6 +237,9 @@ class TokenizerSwapper:
                 "use, e.g. TokenizerSwapper.from_pretrained('HuggingFaceTB/SmolLM2-135M', 'Qwen/Qwen2.5-0.5B')."
             )
         get_init_method(init_method)  # fail before loading anything big
+        for given, what in ((source_model, "The source model"), (target_tokenizer, "The target tokenizer"),
+                            (alignment, "The alignment"), (source_tokenizer, "The source tokenizer")):
+            check_local_path(given, what)
 
         target_tokenizer_id = target_tokenizer if isinstance(target_tokenizer, (str, os.PathLike)) else None
         tokenizer_kwargs = {k: v for k, v in model_kwargs.items() if k in ("token", "trust_remote_code")}
@@ -392,9 +397,9 @@ def _load_source_tokenizer(source_model_id: str, location: str, model_kwargs: di
     from transformers import AutoTokenizer
 
     kwargs = {k: v for k, v in model_kwargs.items() if k in ("revision", "token", "trust_remote_code", "gguf_file")}
-    _, extra = _resolve_model_location(str(location))
-    kwargs.update(extra)
-    try:
+    try:  # a model loaded from a folder since deleted ends here too: the hint below is the fix
+        _, extra = _resolve_model_location(str(location))
+        kwargs.update(extra)
         return AutoTokenizer.from_pretrained(location, **kwargs)
     except (OSError, ValueError) as err:
         raise SwapperError(
@@ -446,6 +451,10 @@ def register_cli(subparsers) -> None:
 
 def _cli_swap(args) -> int:
     check_output_dir(args.output, args.overwrite, TOKSWAP_CONFIG_NAME)  # before minutes of loading and surgery
+    if args.corpus:
+        from .aligner import check_corpus_path
+
+        check_corpus_path(args.corpus)
     model_kwargs: dict[str, Any] = {}
     if args.dtype:
         import torch

@@ -36,7 +36,7 @@ from typing import Any, Optional, Union
 import torch
 
 from .errors import TokswapError, check_fraction, check_positive, check_positive_int
-from .utils import get_logger
+from .utils import check_local_path, get_logger
 
 logger = get_logger(__name__)
 
@@ -809,6 +809,7 @@ def load_model_for_training(model_dir: str, **kwargs):
     bf16-capable GPU, float32 otherwise."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    check_local_path(model_dir, "The model")
     kwargs.setdefault("attn_implementation", pick_attn_implementation())
     kwargs.setdefault("dtype", torch.bfloat16 if bf16_supported() else torch.float32)
     try:
@@ -902,6 +903,7 @@ def register_cli(subparsers) -> None:
 
 
 def _cli_train(args) -> int:
+    check_local_path(args.model_dir, "The model")  # before the dataset is read
     config = VocabAdaptationConfig(
         output_dir=args.output,
         stage1_max_steps=args.stage1_steps,

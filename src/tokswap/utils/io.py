@@ -3,6 +3,7 @@
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -113,6 +114,48 @@ def atomic_output_dir(final_path, overwrite: bool = False, marker: Optional[str]
         shutil.rmtree(old, ignore_errors=True)
     else:  # missing, or an empty folder (rename replaces an empty directory)
         os.replace(tmp, final_path)
+
+
+class MissingPathError(TokswapError):
+    """A name that can only be a local path (not an asset name or a Hub id) points at nothing."""
+
+
+# What a Hub repository id can look like: "name" or "namespace/name", letters, digits, "-", "_", ".".
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+
+
+def looks_like_local_path(name: str) -> bool:
+    """Whether `name` can only mean a local file or folder: it starts with `/`, `./`, `../` or `~`, or holds a
+    path separator in a way no Hub id (`namespace/name`) or tokswap asset name (`qwen2.5`) does."""
+    if name in (".", "..") or name.startswith(("/", "./", "../", "~", ".\\", "..\\")):
+        return True
+    separators = {os.sep, os.altsep} - {None}
+    if any(sep in name for sep in separators - {"/"}):
+        return True  # e.g. a backslash on Windows
+    return "/" in name and not _HUB_ID.match(name)
+
+
+def check_local_path(name_or_path, what: Optional[str] = None) -> None:
+    """Raise `MissingPathError` when `name_or_path` can only be a local path and nothing exists there.
+
+    Asset names and Hub ids pass (they are resolved later), and so do objects that are not paths. Failing
+    here turns an `OSError` traceback from deep inside `from_pretrained` (after a Hub round trip) into one line.
+
+    Args:
+        name_or_path: what the user gave (`str`, `os.PathLike`, or an already loaded object).
+        what (`str`, *optional*): how the message names it, e.g. `"The source model"`.
+    """
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        return
+    text = os.fspath(name_or_path)
+    if os.path.exists(os.path.expanduser(text)):
+        return
+    if looks_like_local_path(text):
+        prefix = f"{what} " if what else ""
+        raise MissingPathError(
+            f"{prefix}{text} does not exist: give an existing folder, a tokswap asset name (tokswap assets list) "
+            "or a Hub id."
+        )
 
 
 @contextlib.contextmanager
