@@ -120,14 +120,8 @@ class TokenDistillationConfig(SFTConfig):
 
             self.teacher_model_init_kwargs = json.loads(self.teacher_model_init_kwargs)
         super().__post_init__()
-        if not 0.0 <= self.alpha <= 1.0:
-            raise DistillationError(f"alpha must be in [0, 1], got {self.alpha}.")
-        if self.temperature <= 0:
-            raise DistillationError(f"temperature must be > 0, got {self.temperature}.")
         if self.divergence not in DIVERGENCES:
             raise DistillationError(f"divergence={self.divergence!r} is not one of {DIVERGENCES}.")
-        if self.distill_chunk_size < 1:
-            raise DistillationError(f"distill_chunk_size must be >= 1, got {self.distill_chunk_size}.")
 
     def _check_ranges(self) -> None:
         """Refuse sizes, steps and rates that TRL accepts silently (`max_steps=-3` would run a whole epoch)."""
@@ -433,7 +427,6 @@ class TokenDistillationTrainer(SFTTrainer):
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             check_local_path(teacher_model, "The teacher")
-
             init_kwargs = dict(args.teacher_model_init_kwargs or {})
             init_kwargs.setdefault("trust_remote_code", args.trust_remote_code)
             if teacher_tokenizer is None:

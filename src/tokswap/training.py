@@ -89,13 +89,13 @@ def check_finite(model, what: str = "model", allow_nonfinite: bool = False) -> d
     listed = ", ".join(f"{name} ({count})" for name, count in list(found.items())[:5])
     more = f" and {len(found) - 5} more" if len(found) > 5 else ""
     message = (
-        f"{what} has {sum(found.values())} NaN/infinite weight values in {len(found)} parameter(s): {listed}{more}. "
-        "Training on it gives NaN losses; use an intact checkpoint (or pass allow_nonfinite=True / --allow-nonfinite "
-        "to go on anyway)."
+        f"{what[:1].upper()}{what[1:]} has {sum(found.values())} NaN/infinite weight values in {len(found)} "
+        f"parameter(s): {listed}{more}. Training on it gives NaN losses; use an intact checkpoint (or pass "
+        "allow_nonfinite=True / --allow-nonfinite to go on anyway)."
     )
     if not allow_nonfinite:
-        raise NonFiniteError(message[0].upper() + message[1:])
-    logger.warning("%s", message[0].upper() + message[1:])
+        raise NonFiniteError(message)
+    logger.warning("%s", message)
     return found
 
 
