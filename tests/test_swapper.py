@@ -374,3 +374,16 @@ def test_a_source_model_with_nan_weights_is_refused_before_surgery(tiny_swapper,
     with caplog.at_level("WARNING", logger="tokswap"):
         swapped = TokenizerSwapper.from_pretrained(model, tokenizer, source_tokenizer=tokenizer, allow_nonfinite=True)
     assert "embed_tokens" in caplog.text and swapped.model is model
+
+
+def test_cache_entries_replace_a_half_built_entry(tmp_path):
+    """Entries of tokswap's own cache are rebuilt in place (e.g. after a crash), unlike user outputs."""
+    from tokswap.utils import atomic_output_dir
+
+    entry = tmp_path / "corpus-abc"
+    entry.mkdir()
+    (entry / "partial.arrow").write_text("half")
+    with atomic_output_dir(entry, in_cache=True) as tmp:
+        (tmp / "dataset_dict.json").write_text("{}")
+    assert sorted(p.name for p in entry.iterdir()) == ["dataset_dict.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus-abc"]

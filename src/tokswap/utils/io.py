@@ -85,33 +85,36 @@ def _chmod_like_mkdir(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_output_dir(final_path, overwrite: bool = False, marker: Optional[str] = None):
+def atomic_output_dir(final_path, overwrite: bool = False, marker: Optional[str] = None, in_cache: bool = False):
     """Yield a temporary folder beside `final_path`; on success it is renamed into place.
 
     `final_path` may be missing or an empty folder; a previous tokswap output (a folder holding `marker`)
     is replaced only with `overwrite=True`; anything else is refused with `OutputExistsError` before
-    anything is written (see `check_output_dir`). On an exception the temporary folder is removed and
-    `final_path` is left as it was.
+    anything is written (see `check_output_dir`). `in_cache=True` is for entries of tokswap's own cache
+    (`cache_dir`), which nobody else writes: whatever is there (e.g. a half-built entry) is replaced.
+    On an exception the temporary folder is removed and `final_path` is left as it was.
     """
     final_path = Path(final_path)
-    check_output_dir(final_path, overwrite, marker)  # fail before the (possibly long) writing starts
+    if not in_cache:
+        check_output_dir(final_path, overwrite, marker)  # fail before the (possibly long) writing starts
     final_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final_path.name}.tmp-", dir=final_path.parent))
     _chmod_like_mkdir(tmp)
     try:
         yield tmp
-        check_output_dir(final_path, overwrite, marker)  # something may have appeared while writing
+        if not in_cache:
+            check_output_dir(final_path, overwrite, marker)  # something may have appeared while writing
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if final_path.is_dir() and any(final_path.iterdir()):
+    if final_path.exists() and not (final_path.is_dir() and not any(final_path.iterdir())):
         # Move the old one aside first so that a crash never leaves neither.
         old = final_path.with_name(f".{final_path.name}.old-{os.getpid()}")
         if old.exists():
             shutil.rmtree(old) if old.is_dir() else old.unlink()
         os.replace(final_path, old)
         os.replace(tmp, final_path)
-        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink()
     else:  # missing, or an empty folder (rename replaces an empty directory)
         os.replace(tmp, final_path)
 
