@@ -156,7 +156,7 @@ def main(argv=None) -> int:
                 computed = time.perf_counter() - started
                 repo_id = alignment_repo_id(source, target)
                 if args.save_dir:
-                    alignment.save_pretrained(Path(args.save_dir) / repo_id.split("/")[-1])
+                    alignment.save_pretrained(Path(args.save_dir) / repo_id.split("/")[-1], overwrite=True)
                 info = push_alignment(alignment, repo_id=repo_id, private=args.private or None)
             except Exception as err:  # report and go on, or stop
                 failures += 1

@@ -122,7 +122,7 @@ print(tokenizer.decode(output[0], skip_special_tokens=True))
 """),
         md("## Save\n\nThe folder is a plain `transformers` model (plus `alignment/` and `tokswap_config.json`): no tokswap needed to load it."),
         code("""
-swapper.save_pretrained(OUTPUT_DIR)
+swapper.save_pretrained(OUTPUT_DIR, overwrite=True)  # re-running replaces its own earlier output
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -191,7 +191,7 @@ for target_id in best:
         code("""
 from tokswap import TokenAlignment
 
-alignment.save_pretrained(OUTPUT_DIR)
+alignment.save_pretrained(OUTPUT_DIR, overwrite=True)  # re-running replaces its own earlier output
 reloaded = TokenAlignment.from_pretrained(OUTPUT_DIR)
 reloaded.verify(source, target)  # raises if the tokenizers are not the ones it was built for
 print(reloaded)
@@ -284,7 +284,7 @@ measure("after swap")
 from tokswap.training import VocabAdaptationConfig
 
 train_config = VocabAdaptationConfig(
-    output_dir=f"{OUTPUT_DIR}/adapt",
+    output_dir=f"{OUTPUT_DIR}-runs/adapt",  # checkpoints beside the saved model, not inside it
     stage1_max_steps=STAGE1_STEPS,
     stage2_max_steps=STAGE2_STEPS,
     max_length=MAX_LENGTH,
@@ -302,7 +302,7 @@ if TEACHER:
     from tokswap.distillation import TokenDistillationConfig
 
     distill_config = TokenDistillationConfig(
-        output_dir=f"{OUTPUT_DIR}/distill",
+        output_dir=f"{OUTPUT_DIR}-runs/distill",  # checkpoints beside the saved model, not inside it
         max_steps=DISTILL_STEPS,
         max_length=MAX_LENGTH,
         per_device_train_batch_size=BATCH_SIZE,
@@ -318,7 +318,7 @@ if TEACHER:
 """),
         md("## Save\n\n`swap_record` (saved as `tokswap_config.json`) now holds the recipe and the measurements; `push_to_hub` (notebook 4) turns them into the model card."),
         code("""
-swapper.save_pretrained(OUTPUT_DIR)
+swapper.save_pretrained(OUTPUT_DIR, overwrite=True)  # re-running replaces its own earlier output
 print(swapper.swap_record["evaluation"])
 """),
         md(CITATION),

@@ -197,3 +197,18 @@ def test_gated_alignment_sends_unconfident_matches_to_the_pieces_fallback(tokeni
     assert np.array_equal(gated.target_to_source[glove], ungated.target_to_source[glove])
     rejected = (ungated.row_sources == RowSource.GLOVE) & ~glove
     assert all(len(gated.fallback_sources(int(t))) > 0 for t in np.flatnonzero(rejected)[:50])
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("iterations", 0, r"iterations \(--iterations\) must be an integer >= 1, got 0"),
+    ("dim", -8, r"dim \(--dim\) must be an integer >= 1"),
+    ("window", 0, r"--window\) must be an integer >= 1"),
+    ("min_count", 0, r"--min-count\) must be an integer >= 1"),
+    ("batch_size", 0, r"--batch-size\) must be an integer >= 1"),
+    ("learning_rate", 0.0, r"--learning-rate\) must be a finite number > 0"),
+    ("holdout_fraction", 1.0, r"--holdout-fraction\) must be in \[0, 1\)"),
+    ("method", "nearest", r"method \(--method\) must be 'procrustes' or 'relative'"),
+])
+def test_config_ranges_are_checked(option, value, message):
+    with pytest.raises(AlignmentError, match=message):
+        AlignmentConfig(**{option: value})

@@ -36,3 +36,29 @@ def test_console_entry_point_runs_as_a_module():
     result = subprocess.run([sys.executable, "-m", "tokswap.cli", "--version"], capture_output=True, text=True)
     assert result.returncode == 0
     assert result.stdout.startswith("tokswap ")
+
+
+@pytest.mark.parametrize(("name", "local"), [
+    ("/nope", True), ("./nope", True), ("../nope", True), ("~/nope", True), ("models/a/b", True),
+    ("models/my model", True), ("qwen2.5", False), ("smollm2-135m", False), ("Qwen/Qwen2.5-0.5B", False),
+])
+def test_what_looks_like_a_local_path(name, local):
+    from tokswap.utils import looks_like_local_path
+
+    assert looks_like_local_path(name) is local
+
+
+def test_a_missing_local_path_is_one_line_and_debug_shows_the_traceback(tmp_path, capsys, monkeypatch):
+    from tokswap.utils import MissingPathError
+
+    missing = str(tmp_path / "nope")
+    assert cli.main(["swap", missing, "qwen2.5", "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"tokswap swap: error: The source model {missing} does not exist: give an existing folder, "
+                   "a tokswap asset name (tokswap assets list) or a Hub id.\n")
+    with pytest.raises(MissingPathError):
+        cli.main(["align", missing, "qwen2.5", "--output", str(tmp_path / "out"), "--debug"])
+    monkeypatch.setenv("TOKSWAP_DEBUG", "1")
+    with pytest.raises(MissingPathError):
+        cli.main(["eval", missing])
+    assert not (tmp_path / "out").exists()

@@ -299,3 +299,46 @@ def test_added_tokens_past_the_teacher_head_are_left_out(tokenizer):
     assert len(tok) == tok.vocab_size + 1
     assert check_teacher_compatible(tok, llama(tok.vocab_size), student_model=llama(320)) == tok.vocab_size
     assert check_teacher_compatible(tok, llama(320), student_model=llama(320)) == len(tok)
+
+
+def test_nan_weights_in_student_or_teacher_are_refused(tokenizer, dataset, tmp_path):
+    from tokswap.training import NonFiniteError
+
+    def broken(model):
+        with torch.no_grad():
+            model.get_input_embeddings().weight[3, 1] = float("nan")
+        return model
+
+    for student, teacher, who in ((broken(llama(320)), llama(320, seed=1), "student"),
+                                  (llama(320), broken(llama(320, seed=1)), "teacher")):
+        with pytest.raises(NonFiniteError, match=f"(?i)the {who} has 1 NaN/infinite.*embed_tokens"):
+            TokenDistillationTrainer(model=student, teacher_model=teacher, args=distill_config(tmp_path),
+                                     train_dataset=dataset, processing_class=copy.deepcopy(tokenizer))
+
+
+def test_distill_stops_on_a_nan_loss(tokenizer, dataset, tmp_path):
+    from tokswap.training import NonFiniteError
+
+    student = llama(320)
+    with torch.no_grad():
+        student.lm_head.weight[0, 0] = float("nan")  # every logit row holds a NaN: every loss is NaN
+    with pytest.raises(NonFiniteError, match="diverged at step 1"):
+        distill(student, copy.deepcopy(tokenizer), llama(320, seed=1), dataset, distill_config(tmp_path),
+                allow_nonfinite=True)
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("max_steps", -3, r"max_steps \(--max-steps\) must be -1 \(one epoch\) or an integer >= 1, got -3"),
+    ("max_steps", 0, r"--max-steps\) must be -1"),
+    ("per_device_train_batch_size", 0, r"--batch-size\) must be an integer >= 1"),
+    ("gradient_accumulation_steps", 0, r"--grad-accum\) must be an integer >= 1"),
+    ("max_length", -5, r"--max-length\) must be an integer >= 1"),
+    ("learning_rate", 0.0, r"learning_rate \(--lr\) must be a finite number > 0"),
+    ("logging_steps", 0, r"--logging-steps\) must be a finite number > 0"),
+    ("save_steps", -1, r"--save-steps\) must be a finite number > 0"),
+    ("temperature", 0.0, r"--temperature\) must be a finite number > 0"),
+    ("distill_chunk_size", 0, r"--chunk-size\) must be an integer >= 1"),
+])
+def test_config_ranges_are_checked(option, value, message, tmp_path):
+    with pytest.raises(DistillationError, match=message):
+        TokenDistillationConfig(output_dir=str(tmp_path), **{option: value})

@@ -263,3 +263,127 @@ def test_real_model_from_hub_ids(hub_asset, tmp_path):
         generated = model.generate(prompt, max_new_tokens=8, do_sample=False)
     assert generated.shape[1] <= prompt.shape[1] + 8
     assert model.generation_config.eos_token_id == tokenizer.eos_token_id
+
+
+# --------------------------------------------------------------------------- never destroy what is at the output
+@pytest.fixture(scope="module")
+def tiny_swapper():
+    """A swapper built directly (tiny Llama, small BPE tokenizer, identity alignment): cheap to save often."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    from tokswap.swapper import identity_alignment
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator([TEXT] * 4, vocab_size=280, min_frequency=1, special_tokens=["<s>", "</s>"],
+                            show_progress=False)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>")
+    config = transformers.LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
+                                      num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    return TokenizerSwapper(model, tokenizer, identity_alignment(tokenizer), swap_record={"tiny": True})
+
+
+def test_save_pretrained_refuses_a_folder_it_did_not_write(tiny_swapper, tmp_path):
+    from tokswap.utils import OutputExistsError
+
+    out = tmp_path / "precious"
+    out.mkdir()
+    (out / "thesis.tex").write_text("years of work")
+    for overwrite in (False, True):
+        with pytest.raises(OutputExistsError, match="not written by tokswap"):
+            tiny_swapper.save_pretrained(out, overwrite=overwrite)
+    assert [p.name for p in out.iterdir()] == ["thesis.tex"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["precious"]  # no temporary folder left behind
+
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("keep me")
+    for overwrite in (False, True):
+        with pytest.raises(OutputExistsError, match="existing file"):
+            tiny_swapper.save_pretrained(a_file, overwrite=overwrite)
+    assert a_file.read_text() == "keep me"
+
+
+def test_save_pretrained_replaces_its_own_output_only_with_overwrite(tiny_swapper, tmp_path):
+    from tokswap.utils import OutputExistsError
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    tiny_swapper.save_pretrained(empty)  # an empty folder is fine
+    assert (empty / "tokswap_config.json").is_file() and (empty / "alignment" / "alignment_config.json").is_file()
+    with pytest.raises(OutputExistsError, match="--overwrite"):
+        tiny_swapper.save_pretrained(empty)
+    (empty / "stale.bin").write_text("from the previous run")
+    tiny_swapper.save_pretrained(empty, overwrite=True)
+    assert (empty / "tokswap_config.json").is_file() and not (empty / "stale.bin").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]  # neither temporary nor old copies remain
+
+
+def test_alignment_save_pretrained_refuses_foreign_folders(tmp_path):
+    from tokswap.utils import OutputExistsError
+
+    alignment = TokenAlignment(target_to_source=np.arange(5))
+    out = tmp_path / "al"
+    alignment.save_pretrained(out)
+    with pytest.raises(OutputExistsError, match="--overwrite"):
+        alignment.save_pretrained(out)
+    alignment.save_pretrained(out, overwrite=True)
+    assert TokenAlignment.from_pretrained(out).num_target_rows == 5
+
+    foreign = tmp_path / "model"
+    foreign.mkdir()
+    (foreign / "config.json").write_text("{}")
+    with pytest.raises(OutputExistsError, match="alignment_config.json"):
+        alignment.save_pretrained(foreign, overwrite=True)
+    assert [p.name for p in foreign.iterdir()] == ["config.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["al", "model"]
+
+
+def test_cli_swap_refuses_an_existing_output_before_loading(tmp_path, capsys, monkeypatch):
+    from tokswap.cli import main
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the model must not be loaded when the output is refused")
+
+    monkeypatch.setattr(TokenizerSwapper, "from_pretrained", no_loading)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("x")
+    assert main(["swap", "src-model", "tgt-tok", "--output", str(out)]) == 2
+    assert main(["swap", "src-model", "tgt-tok", "--output", str(out), "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert "not written by tokswap" in err and (out / "keep.txt").is_file()
+    (out / "keep.txt").unlink()
+    (out / "tokswap_config.json").write_text("{}")
+    assert main(["swap", "src-model", "tgt-tok", "--output", str(out)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+
+
+def test_a_source_model_with_nan_weights_is_refused_before_surgery(tiny_swapper, caplog):
+    from tokswap.training import NonFiniteError
+
+    model = transformers.LlamaForCausalLM(tiny_swapper.model.config)
+    with torch.no_grad():
+        model.get_input_embeddings().weight[5, 2] = float("nan")
+    rows = model.get_input_embeddings().weight.shape[0]
+    tokenizer = tiny_swapper.tokenizer
+    with pytest.raises(NonFiniteError, match=r"1 NaN/infinite weight values in 1 parameter\(s\): model\.embed_tokens"):
+        TokenizerSwapper.from_pretrained(model, tokenizer, source_tokenizer=tokenizer, pad_to_multiple_of=64)
+    assert model.get_input_embeddings().weight.shape[0] == rows  # no surgery happened
+    with caplog.at_level("WARNING", logger="tokswap"):
+        swapped = TokenizerSwapper.from_pretrained(model, tokenizer, source_tokenizer=tokenizer, allow_nonfinite=True)
+    assert "embed_tokens" in caplog.text and swapped.model is model
+
+
+def test_cache_entries_replace_a_half_built_entry(tmp_path):
+    """Entries of tokswap's own cache are rebuilt in place (e.g. after a crash), unlike user outputs."""
+    from tokswap.utils import atomic_output_dir
+
+    entry = tmp_path / "corpus-abc"
+    entry.mkdir()
+    (entry / "partial.arrow").write_text("half")
+    with atomic_output_dir(entry, in_cache=True) as tmp:
+        (tmp / "dataset_dict.json").write_text("{}")
+    assert sorted(p.name for p in entry.iterdir()) == ["dataset_dict.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus-abc"]

@@ -347,3 +347,79 @@ def test_cli_train(fresh_tokenizer, tmp_path):
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
     assert json.loads((out / "config.json").read_text())["vocab_size"] == PADDED_VOCAB
     assert latest_checkpoint(out / "stage1").endswith("checkpoint-2")
+
+
+# --------------------------------------------------------------------------------------------------
+# Non-finite weights and losses
+# --------------------------------------------------------------------------------------------------
+
+
+def with_one_nan(model, row=0):
+    with torch.no_grad():
+        model.get_input_embeddings().weight[row, 0] = float("nan")
+    return model
+
+
+def test_check_finite_names_the_parameter_and_the_count(caplog):
+    from tokswap.training import NonFiniteError, check_finite
+
+    assert check_finite(make_model("llama-untied"), "the model") == {}
+    model = with_one_nan(make_model("llama-untied"))
+    with torch.no_grad():
+        model.lm_head.weight[:2, :3] = float("inf")
+    with pytest.raises(NonFiniteError, match=r"7 NaN/infinite .*model\.embed_tokens\.weight \(1\).*lm_head\.weight \(6\)"):
+        check_finite(model, "the model")
+    with caplog.at_level("WARNING", logger="tokswap"):
+        found = check_finite(model, "the model", allow_nonfinite=True)
+    assert found == {"model.embed_tokens.weight": 1, "lm_head.weight": 6}
+    assert "lm_head.weight" in caplog.text
+
+
+def test_a_nan_weight_is_refused_before_training(fresh_tokenizer, text_dataset, tmp_path):
+    from tokswap.training import NonFiniteError
+
+    with pytest.raises(NonFiniteError, match="embed_tokens"):
+        adapt_vocabulary(with_one_nan(make_model("llama-untied")), fresh_tokenizer, text_dataset, tiny_config(tmp_path))
+    assert not (tmp_path / "run").exists()  # nothing was started
+
+
+def test_a_nan_loss_stops_the_run(fresh_tokenizer, text_dataset, tmp_path):
+    """Allowed NaN weights (row 0 of a tied head: every logit row has a NaN) give NaN losses: the run stops."""
+    from tokswap.training import NonFiniteError
+
+    model = with_one_nan(make_model("llama-tied"))
+    config = tiny_config(tmp_path, stage1_max_steps=3, save_steps=1)
+    with pytest.raises(NonFiniteError, match="diverged at step 1"):
+        adapt_vocabulary(model, fresh_tokenizer, text_dataset, config, allow_nonfinite=True)
+    assert latest_checkpoint(config.stage_output_dir(1)) is None  # no NaN checkpoint was written
+
+
+def test_non_finite_loss_callback_reads_the_logs():
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from tokswap.training import NonFiniteError, NonFiniteLossCallback
+
+    callback, state, control = NonFiniteLossCallback(), TrainerState(global_step=7), TrainerControl()
+    args = TrainingArguments(output_dir="unused", report_to="none")
+    callback.on_log(args, state, control, logs={"loss": 2.5, "grad_norm": 1.0, "learning_rate": 1e-3})
+    with pytest.raises(NonFiniteError, match="step 7: grad_norm=inf"):
+        callback.on_log(args, state, control, logs={"loss": 2.5, "grad_norm": float("inf")})
+    assert control.should_training_stop
+    with pytest.raises(NonFiniteError, match="loss=nan"):
+        callback.on_log(args, state, TrainerControl(), logs={"loss": float("nan")})
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("per_device_train_batch_size", 0, r"per_device_train_batch_size \(--batch-size\) must be an integer >= 1, got 0"),
+    ("gradient_accumulation_steps", -2, r"--grad-accum\) must be an integer >= 1"),
+    ("max_length", 0, r"--max-length\) must be an integer >= 1"),
+    ("save_steps", 0, r"--save-steps\) must be an integer >= 1"),
+    ("logging_steps", -1, r"--logging-steps\) must be an integer >= 1"),
+    ("stage1_learning_rate", 0.0, r"stage1_learning_rate \(--stage1-lr\) must be a finite number > 0"),
+    ("stage2_learning_rate", -1e-4, r"--stage2-lr\) must be a finite number > 0"),
+    ("stage1_max_steps", -3, r"stage1_max_steps \(--stage1-steps\) must be >= 0"),
+    ("warmup_ratio", 1.5, r"warmup_ratio must be in \[0, 1\)"),
+])
+def test_config_ranges_are_checked(option, value, message):
+    with pytest.raises(TrainingError, match=message):
+        VocabAdaptationConfig(**{option: value})

@@ -32,9 +32,10 @@ from typing import Optional, Sequence, Union
 import numpy as np
 import torch
 
-from .alignment import AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
+from .alignment import ALIGNMENT_CONFIG_NAME, AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
 from .matching import nearest_neighbours, normalize_rows, precision_at_k, procrustes_map, relative_representations
-from .utils import cache_dir, get_logger
+from .errors import check_fraction, check_positive, check_positive_int
+from .utils import cache_dir, check_local_path, check_output_dir, get_logger
 from .vocab import (
     _source_preference,
     _vocab_by_id,
@@ -124,6 +125,30 @@ class AlignmentConfig:
     device: Optional[str] = field(default=None, metadata={"help": "Device for GloVe training (default: cuda if present)."})
     seed: int = field(default=0, metadata={"help": "Seed of the default corpus and of the baselines."})
 
+    def __post_init__(self):
+        # Zero or negative values are accepted by the stages and fail late (or give an empty alignment): refuse
+        # them here, naming the `tokswap align` flag, which is the field name with dashes.
+        for name in ("window", "min_count", "dim", "iterations", "csls_k", "candidate_k", "chunk_size", "corpus_bytes",
+                     "eval_segments", "eval_segment_chars", "min_identical_pairs", "batch_size"):
+            check_positive_int(AlignmentError, name, getattr(self, name), _flag(name))
+        for name in ("search_dim", "num_proc"):
+            check_positive_int(AlignmentError, name, getattr(self, name), _flag(name), optional=True)
+        for name in ("num_anchors", "eval_documents", "min_corpus_tokens"):
+            check_positive_int(AlignmentError, name, getattr(self, name), _flag(name), minimum=0)
+        for name in ("x_max", "alpha", "learning_rate"):
+            check_positive(AlignmentError, name, getattr(self, name), _flag(name))
+        check_fraction(AlignmentError, "holdout_fraction", self.holdout_fraction, _flag("holdout_fraction"))
+        if self.min_match_precision is not None and not 0 < self.min_match_precision <= 1:
+            raise AlignmentError(
+                f"min_match_precision (--min-match-precision) must be in (0, 1] or None, got {self.min_match_precision!r}."
+            )
+        if self.method not in ("procrustes", "relative"):
+            raise AlignmentError(f"method (--method) must be 'procrustes' or 'relative', got {self.method!r}.")
+        if self.hubness_correction not in (None, "none", "csls"):
+            raise AlignmentError(
+                f"hubness_correction (--hubness-correction) must be 'csls' or 'none', got {self.hubness_correction!r}."
+            )
+
     def glove_config(self):
         from .glove import GloveConfig
 
@@ -135,10 +160,15 @@ class AlignmentConfig:
         return GloveConfig(**{k: v for k, v in wanted.items() if k in accepted and v is not None})
 
 
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
 # ---------------------------------------------------------------------------------------------- inputs
 def _load_tokenizer(tokenizer):
     if not isinstance(tokenizer, (str, os.PathLike)):
         return tokenizer
+    check_local_path(tokenizer, "The tokenizer")
     path = Path(tokenizer)
     if path.is_file() and path.suffix == ".json":
         from transformers import PreTrainedTokenizerFast
@@ -228,6 +258,15 @@ def _prepare_corpus(corpus, config: AlignmentConfig):
         domains, counts = np.unique(np.asarray(train["domain"]), return_counts=True)
         description["domains"] = dict(zip(domains.tolist(), counts.tolist()))
     return train.select_columns(["text"]), list(held), description
+
+
+def check_corpus_path(corpus) -> None:
+    """Refuse a corpus given as a path that does not exist (corpora are local files or folders only)."""
+    if isinstance(corpus, (str, os.PathLike)) and not Path(corpus).expanduser().exists():
+        raise AlignmentError(
+            f"Corpus {os.fspath(corpus)} does not exist: give a .jsonl/.txt file or a dataset folder "
+            "(or leave it out for tokswap's default corpus)."
+        )
 
 
 def load_corpus(path) -> "datasets.Dataset":
@@ -689,6 +728,9 @@ def align_tokenizers(
     config = config or AlignmentConfig()
     timings = {}
     started = time.perf_counter()
+    check_corpus_path(corpus)  # before the tokenizers are loaded
+    check_local_path(source_tokenizer, "The source tokenizer")
+    check_local_path(target_tokenizer, "The target tokenizer")
     source_tokenizer = _load_tokenizer(source_tokenizer)
     target_tokenizer = _load_tokenizer(target_tokenizer)
     for side, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer)):
@@ -792,16 +834,20 @@ def summary_table(alignment: TokenAlignment) -> str:
 
 
 def _cli_align(args) -> int:
+    check_output_dir(args.output, args.overwrite, ALIGNMENT_CONFIG_NAME)  # before the long alignment run
+    check_local_path(args.source_tokenizer, "The source tokenizer")
+    check_local_path(args.target_tokenizer, "The target tokenizer")
+    corpus = None if args.corpus in (None, "default") else args.corpus
+    check_corpus_path(corpus)
     config_kwargs = {}
     for item in fields(AlignmentConfig):
         value = getattr(args, item.name, None)
         if value is not None:
             config_kwargs[item.name] = value
     config = AlignmentConfig(**config_kwargs)
-    corpus = None if args.corpus in (None, "default") else args.corpus
     alignment = align_tokenizers(args.source_tokenizer, args.target_tokenizer, corpus=corpus, config=config,
                                  progress=not args.quiet)
-    alignment.save_pretrained(args.output)
+    alignment.save_pretrained(args.output, overwrite=args.overwrite)
     print(summary_table(alignment))
     print(f"saved to {args.output}")
     return 0
@@ -820,7 +866,10 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--corpus", default="default",
                         help="'default' (tokswap's mixed corpus, --corpus-bytes of it), a .jsonl/.txt file or a dataset "
                         "folder (default: default)")
-    parser.add_argument("--output", required=True, help="folder for alignment.safetensors + alignment_config.json")
+    parser.add_argument("--output", required=True,
+                        help="folder for alignment.safetensors + alignment_config.json (new or empty)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace --output when it holds an earlier alignment (never other folders)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     defaults = AlignmentConfig()
     for item in fields(AlignmentConfig):

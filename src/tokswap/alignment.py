@@ -17,7 +17,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from .errors import TokswapError
-from .utils import atomic_output_dir, get_logger
+from .utils import atomic_output_dir, check_local_path, get_logger
 
 logger = get_logger(__name__)
 
@@ -206,8 +206,17 @@ class TokenAlignment:
         )
 
     # ------------------------------------------------------------------ persistence
-    def save_pretrained(self, save_directory: Union[str, os.PathLike]) -> Path:
-        """Write `alignment.safetensors` + `alignment_config.json` to `save_directory` (atomically)."""
+    def save_pretrained(self, save_directory: Union[str, os.PathLike], overwrite: bool = False) -> Path:
+        """Write `alignment.safetensors` + `alignment_config.json` to `save_directory` (atomically).
+
+        Args:
+            save_directory (`str` or `os.PathLike`): a new or empty folder.
+            overwrite (`bool`, defaults to `False`): replace a folder written by an earlier `save_pretrained`
+                (one holding `alignment_config.json`). Any other non-empty folder or file is always refused.
+
+        Raises:
+            `OutputExistsError`: `save_directory` holds something this call must not replace.
+        """
         from safetensors.numpy import save_file
 
         from . import __version__
@@ -227,17 +236,12 @@ class TokenAlignment:
         }
         if self.source_to_target is not None:
             tensors["source_to_target"] = self.source_to_target
-        # Write into a temporary sibling, then move both files in: never half an alignment.
-        with atomic_output_dir(save_directory.with_name(save_directory.name + ".alignment-tmp")) as tmp:
+        # Written into a temporary sibling renamed into place: never half an alignment.
+        with atomic_output_dir(save_directory, overwrite=overwrite, marker=ALIGNMENT_CONFIG_NAME) as tmp:
             save_file(tensors, str(tmp / ALIGNMENT_WEIGHTS_NAME), metadata={"format": "np"})
             with open(tmp / ALIGNMENT_CONFIG_NAME, "w", encoding="utf-8") as handle:
                 json.dump(config, handle, indent=2, sort_keys=True, ensure_ascii=False)
                 handle.write("\n")
-        staged = save_directory.with_name(save_directory.name + ".alignment-tmp")
-        save_directory.mkdir(parents=True, exist_ok=True)
-        for name in (ALIGNMENT_WEIGHTS_NAME, ALIGNMENT_CONFIG_NAME):
-            os.replace(staged / name, save_directory / name)
-        staged.rmdir()
         self.config = config
         return save_directory
 
@@ -246,6 +250,7 @@ class TokenAlignment:
         """Load an alignment from a local folder (or, via `tokswap.hub`, from a Hub repo)."""
         from safetensors.numpy import load_file
 
+        check_local_path(path_or_repo_id, "The alignment")
         path = Path(path_or_repo_id)
         if not path.is_dir():
             from . import hub  # the Hub lookup lives there; a local folder needs no network

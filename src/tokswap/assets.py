@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .errors import TokswapError
-from .utils import atomic_output_dir, cache_dir, get_logger, sha256_file
+from .utils import atomic_output_dir, cache_dir, check_local_path, get_logger, sha256_file
 
 logger = get_logger(__name__)
 
@@ -410,7 +410,7 @@ def package_root(package: PackageSource | str) -> Path:
         if final.exists():
             return final
         logger.info("Extracting %s ...", archive.name)
-        with atomic_output_dir(final) as tmp:
+        with atomic_output_dir(final, in_cache=True) as tmp:
             _extract(package, archive, tmp)
             _make_readable(tmp)
     return final
@@ -434,7 +434,7 @@ def _built(kind: str, name: str, builder: Callable[[Path], None]) -> Path:
         if final.exists():
             return final
         started = time.perf_counter()
-        with atomic_output_dir(final) as tmp:
+        with atomic_output_dir(final, in_cache=True) as tmp:
             builder(tmp)
             _make_readable(tmp)
         logger.info("Prepared %s %r in %.1f s: %s", kind.rstrip("s"), name, time.perf_counter() - started, final)
@@ -625,6 +625,7 @@ def load_tokenizer(name_or_path: str | os.PathLike, **kwargs):
     from transformers import AutoTokenizer
 
     text = os.fspath(name_or_path)
+    check_local_path(text, "The tokenizer")
     if not os.path.isdir(text):
         key = _TOKENIZER_ALIASES.get(text.lower(), text.lower())
         if key in _TOKENIZER_BUILDERS:

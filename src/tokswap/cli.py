@@ -3,12 +3,16 @@
 Each feature module contributes its sub-command through a `register_cli(subparsers)` function
 that adds a parser and sets `func=callable(args) -> int`. Exit codes: 0 success, 2 a user error
 (bad arguments or input, with a message saying what to fix), 1 anything unexpected.
+
+A user error is one line on stderr; `--debug` (anywhere on the line) or `TOKSWAP_DEBUG=1` shows
+its traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from . import __version__
@@ -47,6 +51,8 @@ def build_parser(command=None) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"tokswap {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of a user error instead of one line (or set TOKSWAP_DEBUG=1)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in _COMMANDS.items():
         if name == command:
@@ -56,8 +62,15 @@ def build_parser(command=None) -> argparse.ArgumentParser:
     return parser
 
 
+def _debug_requested(argv: list) -> bool:
+    return "--debug" in argv or os.environ.get("TOKSWAP_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = _debug_requested(argv)
+    # accepted after the sub-command too, where its own parser would not know it
+    argv = [arg for arg in argv if arg != "--debug"]
     command = next((arg for arg in argv if not arg.startswith("-")), None)
     parser = build_parser(command if command in _COMMANDS else None)
     args = parser.parse_args(argv)
@@ -67,11 +80,18 @@ def main(argv=None) -> int:
     try:
         return int(args.func(args) or 0)
     except TokswapError as err:
-        print(f"tokswap {args.command}: error: {err}", file=sys.stderr)
+        if debug:
+            raise
+        print(f"tokswap {args.command}: error: {_one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _one_line(err: Exception) -> str:
+    """The message on one line: a multi-line message would read as several errors."""
+    return " ".join(str(err).split())
 
 
 if __name__ == "__main__":

@@ -644,7 +644,7 @@ def build_corpus(total_bytes: int = 16_000_000, seed: int = 0, test_fraction: fl
                 )
                 for split, split_rows in splits.items()
             })
-            with atomic_output_dir(final) as tmp:
+            with atomic_output_dir(final, in_cache=True) as tmp:
                 corpus.save_to_disk(str(tmp))
                 assets._make_readable(tmp)
             logger.info("Built a %.1f MB corpus (%d train / %d test chunks) in %.1f s: %s",

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from .errors import TokswapError
-from .utils import atomic_output_file, get_logger
+from .utils import atomic_output_file, check_output_dir, get_logger
 
 logger = get_logger(__name__)
 
@@ -312,12 +312,16 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
     """
     import torch
 
+    from .swapper import TOKSWAP_CONFIG_NAME
+
     config = config or DemoConfig()
     if config.stage1_steps < 0 or config.stage2_steps < 0:
         raise DemoError("Step counts must be >= 0.")
     if config.limit is not None and config.limit < 1:
         raise DemoError(f"--limit must be at least 1, got {config.limit}.")
     output = Path(config.output)
+    # The demo replaces its own previous output, never a folder it did not write: check before the long run.
+    check_output_dir(output, overwrite=True, marker=TOKSWAP_CONFIG_NAME)
     steps = _Steps(total=8, stream=stream)
     torch.manual_seed(config.seed)
     steps.print(f"tokswap demo: {config.source_model} gets the {config.target_tokenizer} tokenizer "
@@ -425,7 +429,7 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
 
     # 8. Save -----------------------------------------------------------------------------------
     steps.start("save", f"Saving the model, results.json and the loss plot to {output}")
-    swapper.save_pretrained(output)
+    swapper.save_pretrained(output, overwrite=True)
     heldout_file = output / "heldout.json"
     with atomic_output_file(heldout_file, "w") as handle:
         json.dump(heldout, handle, ensure_ascii=False)

@@ -39,9 +39,16 @@ from torch.utils.checkpoint import checkpoint
 from trl import SFTConfig, SFTTrainer
 
 from .alignment import tokenizer_fingerprint
-from .errors import TokswapError
-from .training import add_run_arguments, align_special_token_ids, bf16_supported, never_shrink_vocabulary
-from .utils import get_logger
+from .errors import TokswapError, check_positive, check_positive_int
+from .training import (
+    add_run_arguments,
+    align_special_token_ids,
+    bf16_supported,
+    check_finite,
+    never_shrink_vocabulary,
+    with_non_finite_check,
+)
+from .utils import check_local_path, get_logger
 
 logger = get_logger(__name__)
 
@@ -96,8 +103,14 @@ class TokenDistillationConfig(SFTConfig):
     bf16: Optional[bool] = field(
         default=None, metadata={"help": "bf16 mixed precision; None uses it when a CUDA GPU supports it."}
     )
+    logging_nan_inf_filter: bool = field(
+        default=False,
+        metadata={"help": "Average NaN/inf losses away in the logs (TRL's default). Off here: a NaN loss is logged "
+                  "as such and stops the run (NonFiniteLossCallback)."},
+    )
 
     def __post_init__(self):
+        self._check_ranges()  # before SFTConfig's own checks, whose errors name no fix
         if self.bf16 is None and not self.fp16:
             self.bf16 = bf16_supported()
         if self.activation_checkpointing is None:
@@ -107,14 +120,31 @@ class TokenDistillationConfig(SFTConfig):
 
             self.teacher_model_init_kwargs = json.loads(self.teacher_model_init_kwargs)
         super().__post_init__()
-        if not 0.0 <= self.alpha <= 1.0:
-            raise DistillationError(f"alpha must be in [0, 1], got {self.alpha}.")
-        if self.temperature <= 0:
-            raise DistillationError(f"temperature must be > 0, got {self.temperature}.")
         if self.divergence not in DIVERGENCES:
             raise DistillationError(f"divergence={self.divergence!r} is not one of {DIVERGENCES}.")
-        if self.distill_chunk_size < 1:
-            raise DistillationError(f"distill_chunk_size must be >= 1, got {self.distill_chunk_size}.")
+
+    def _check_ranges(self) -> None:
+        """Refuse sizes, steps and rates that TRL accepts silently (`max_steps=-3` would run a whole epoch)."""
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or not (
+            self.max_steps == -1 or self.max_steps >= 1
+        ):
+            raise DistillationError(
+                f"max_steps (--max-steps) must be -1 (one epoch) or an integer >= 1, got {self.max_steps!r}."
+            )
+        for name, flag in (("per_device_train_batch_size", "--batch-size"),
+                           ("gradient_accumulation_steps", "--grad-accum"),
+                           ("distill_chunk_size", "--chunk-size")):
+            check_positive_int(DistillationError, name, getattr(self, name), flag)
+        check_positive_int(DistillationError, "max_length", self.max_length, "--max-length", optional=True)
+        # transformers reads a float in (0, 1) as a fraction of the run, so these only have to be > 0
+        for name, flag in (("save_steps", "--save-steps"), ("logging_steps", "--logging-steps")):
+            check_positive(DistillationError, name, getattr(self, name), flag, optional=True)
+        check_positive(DistillationError, "learning_rate", self.learning_rate, "--lr")
+        check_positive(DistillationError, "temperature", self.temperature, "--temperature")
+        if self.max_steps == -1:
+            check_positive(DistillationError, "num_train_epochs", self.num_train_epochs)
+        if not 0.0 <= self.alpha <= 1.0:
+            raise DistillationError(f"alpha (--alpha) must be in [0, 1], got {self.alpha}.")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -363,7 +393,10 @@ class TokenDistillationTrainer(SFTTrainer):
             tokenizer and must be the teacher's too.
         teacher_tokenizer (*optional*): the teacher's tokenizer for the compatibility check (loaded from the
             teacher's path when the teacher is given as one).
-        **kwargs: passed to `SFTTrainer`.
+        allow_nonfinite (`bool`, defaults to `False`): only warn when the student's or the teacher's weights hold
+            NaN/inf values (by default that is a `NonFiniteError`).
+        **kwargs: passed to `SFTTrainer`. A `NonFiniteLossCallback` is always added to `callbacks`: a NaN/inf
+            loss or gradient norm stops the run with an error.
     """
 
     _tag_names = ["trl", "sft", "tokswap", "distillation"]
@@ -378,6 +411,7 @@ class TokenDistillationTrainer(SFTTrainer):
         eval_dataset=None,
         processing_class=None,
         teacher_tokenizer=None,
+        allow_nonfinite: bool = False,
         **kwargs,
     ):
         if args is None:
@@ -392,6 +426,7 @@ class TokenDistillationTrainer(SFTTrainer):
         if isinstance(teacher_model, str):
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
+            check_local_path(teacher_model, "The teacher")
             init_kwargs = dict(args.teacher_model_init_kwargs or {})
             init_kwargs.setdefault("trust_remote_code", args.trust_remote_code)
             if teacher_tokenizer is None:
@@ -400,6 +435,10 @@ class TokenDistillationTrainer(SFTTrainer):
                 except (OSError, ValueError):
                     logger.warning("No tokenizer found with the teacher %s: only its vocabulary size is checked.", teacher_model)
             teacher_model = AutoModelForCausalLM.from_pretrained(teacher_model, **init_kwargs)
+        check_finite(teacher_model, "the teacher", allow_nonfinite)
+        if not isinstance(model, str):  # a student given by path is checked once SFTTrainer has loaded it
+            check_finite(model, "the student", allow_nonfinite)
+        kwargs["callbacks"] = with_non_finite_check(kwargs.get("callbacks"))
         if processing_class is not None and not isinstance(model, str):
             # align first so SFTTrainer's silent rewrite of the special ids is a no-op
             align_special_token_ids(model, getattr(processing_class, "tokenizer", processing_class))
@@ -414,6 +453,8 @@ class TokenDistillationTrainer(SFTTrainer):
             processing_class=processing_class,
             **kwargs,
         )
+        if isinstance(model, str):
+            check_finite(self.model, "the student", allow_nonfinite)
         tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
         self._vocab_size = check_teacher_compatible(tokenizer, teacher_model, teacher_tokenizer, self.model)
 
@@ -485,6 +526,7 @@ def distill(
     eval_dataset=None,
     teacher_tokenizer=None,
     callbacks=None,
+    allow_nonfinite: bool = False,
 ) -> TokenDistillationTrainer:
     """Distill `teacher` into `student` (which must already use the teacher's tokenizer) and return the trainer.
 
@@ -496,7 +538,8 @@ def distill(
         config ([`TokenDistillationConfig`], *optional*)
         eval_dataset (*optional*)
         teacher_tokenizer (*optional*): checked against `tokenizer`.
-        callbacks (*optional*): `TrainerCallback`s.
+        callbacks (*optional*): `TrainerCallback`s (a `NonFiniteLossCallback` is always added).
+        allow_nonfinite (`bool`, defaults to `False`): only warn when a model's weights hold NaN/inf values.
 
     Returns:
         [`TokenDistillationTrainer`]: after training; the student is `trainer.model`, the logs
@@ -512,6 +555,7 @@ def distill(
         processing_class=tokenizer,
         teacher_tokenizer=teacher_tokenizer,
         callbacks=callbacks,
+        allow_nonfinite=allow_nonfinite,
     )
     with never_shrink_vocabulary(trainer.accelerator.unwrap_model(trainer.model)):
         trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
@@ -550,6 +594,9 @@ def _cli_distill(args) -> int:
 
     from .training import load_model_for_training, load_training_dataset, run_arguments
 
+    # every path before any loading: a typo in --teacher should not cost loading the student first
+    check_local_path(args.student_dir, "The student")
+    check_local_path(args.teacher, "The teacher")
     config = TokenDistillationConfig(
         output_dir=args.output,
         alpha=args.alpha,
@@ -572,7 +619,8 @@ def _cli_distill(args) -> int:
         teacher_tokenizer = AutoTokenizer.from_pretrained(args.teacher)
     except (OSError, ValueError):
         teacher_tokenizer = None
-    trainer = distill(student, tokenizer, teacher, dataset, config, teacher_tokenizer=teacher_tokenizer)
+    trainer = distill(student, tokenizer, teacher, dataset, config, teacher_tokenizer=teacher_tokenizer,
+                      allow_nonfinite=args.allow_nonfinite)
     trainer.save_model(args.output)
     tokenizer.save_pretrained(args.output)
     history = [e for e in trainer.state.log_history if "loss" in e]

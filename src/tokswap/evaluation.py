@@ -50,8 +50,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .errors import TokswapError
-from .utils import atomic_output_file, get_logger
+from .errors import TokswapError, check_positive_int
+from .utils import atomic_output_file, check_local_path, get_logger
 
 logger = get_logger(__name__)
 
@@ -1058,6 +1058,8 @@ def load_model_and_tokenizer(model: str, tokenizer: Optional[str] = None, dtype:
     """
     from transformers import AutoModelForCausalLM
 
+    check_local_path(model, "The model")
+    check_local_path(tokenizer, "The tokenizer")
     model_path = _resolve_model_path(model)
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}.get(dtype)
     if torch_dtype is None:
@@ -1088,7 +1090,16 @@ def load_model_and_tokenizer(model: str, tokenizer: Optional[str] = None, dtype:
     return lm, tok
 
 
+def _check_cli_numbers(args: argparse.Namespace) -> None:
+    """Refuse zero or negative sizes before the model is loaded (they would fail, or loop, much later)."""
+    for name in ("batch_size", "max_length"):
+        check_positive_int(EvaluationError, name, getattr(args, name), "--" + name.replace("_", "-"))
+    for name in ("limit", "max_bytes", "threads"):
+        check_positive_int(EvaluationError, name, getattr(args, name), "--" + name.replace("_", "-"), optional=True)
+
+
 def _run_cli(args: argparse.Namespace) -> int:
+    _check_cli_numbers(args)
     tasks = _split_tasks(args.tasks)
     if args.harness and any(t in NON_TASK_EVALUATIONS for t in tasks):
         raise EvaluationError("--harness runs lm-evaluation-harness tasks only; drop bpb/compression from --tasks.")

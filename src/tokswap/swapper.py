@@ -25,7 +25,7 @@ from .alignment import RowSource, TokenAlignment, tokenizer_fingerprint
 from .errors import TokswapError
 from .init_methods import INIT_METHODS, get_init_method
 from .surgery import swap_vocabulary
-from .utils import atomic_output_dir, get_logger
+from .utils import atomic_output_dir, check_local_path, check_output_dir, get_logger
 
 logger = get_logger(__name__)
 
@@ -54,6 +54,7 @@ def load_tokenizer(name_or_path, **kwargs):
     if not isinstance(name_or_path, (str, os.PathLike)):
         return name_or_path
     name = str(name_or_path)
+    check_local_path(name, "The tokenizer")
     allowed = {k: v for k, v in kwargs.items() if k in ("revision", "token", "trust_remote_code", "cache_dir")}
     assets = _assets_module()
     if assets is not None and hasattr(assets, "load_tokenizer"):  # asset names, folders and Hub ids
@@ -65,6 +66,7 @@ def load_tokenizer(name_or_path, **kwargs):
 
 def _resolve_model_location(name: str) -> tuple[str, dict]:
     """(path or Hub id, extra from_pretrained kwargs) for a model name, going through tokswap assets."""
+    check_local_path(name, "The model")
     if Path(name).exists():
         location = Path(name)
     else:
@@ -214,6 +216,7 @@ class TokenizerSwapper:
         source_tokenizer=None,
         seed: int = 0,
         donor=None,
+        allow_nonfinite: bool = False,
         **model_kwargs,
     ) -> "TokenizerSwapper":
         """Load `source_model` and give it `target_tokenizer`'s vocabulary.
@@ -243,6 +246,8 @@ class TokenizerSwapper:
                 A model that already uses the target tokenizer (e.g. the teacher you will distill from). Its input
                 embeddings become the target-side space of the `omp` and `focus` init methods (instead of the
                 alignment's target GloVe vectors); only its embeddings are kept.
+            allow_nonfinite (`bool`, defaults to `False`): only warn when the source model's weights hold NaN/inf
+                values; by default that is a `NonFiniteError` (the new rows would be copied from broken ones).
             model_kwargs:
                 Passed to `AutoModelForCausalLM.from_pretrained` (`dtype`, `device_map`, `revision`,
                 `token`, `attn_implementation`, `trust_remote_code`, ...).
@@ -258,6 +263,9 @@ class TokenizerSwapper:
                 "use, e.g. TokenizerSwapper.from_pretrained('HuggingFaceTB/SmolLM2-135M', 'Qwen/Qwen2.5-0.5B')."
             )
         get_init_method(init_method)  # fail before loading anything big
+        for given, what in ((source_model, "The source model"), (target_tokenizer, "The target tokenizer"),
+                            (alignment, "The alignment"), (source_tokenizer, "The source tokenizer")):
+            check_local_path(given, what)
 
         target_tokenizer_id = target_tokenizer if isinstance(target_tokenizer, (str, os.PathLike)) else None
         tokenizer_kwargs = {k: v for k, v in model_kwargs.items() if k in ("token", "trust_remote_code")}
@@ -280,6 +288,10 @@ class TokenizerSwapper:
         if source_tokenizer is None:
             raise SwapperError("Could not find the source model's tokenizer: pass `source_tokenizer=`.")
         source_tokenizer = load_tokenizer(source_tokenizer, **tokenizer_kwargs)
+        from .training import check_finite
+
+        # before an alignment is computed and broken rows are copied into the new vocabulary
+        check_finite(model, f"The source model {source_model_id!r}", allow_nonfinite)
 
         hub_kwargs = {k: v for k, v in model_kwargs.items() if k == "token"}
         resolved, origin = resolve_alignment(
@@ -350,14 +362,22 @@ class TokenizerSwapper:
                    record.get("init_method", "tokalign"), record)
 
     # ------------------------------------------------------------------ persistence
-    def save_pretrained(self, save_directory: Union[str, os.PathLike], **save_kwargs) -> Path:
+    def save_pretrained(self, save_directory: Union[str, os.PathLike], overwrite: bool = False, **save_kwargs) -> Path:
         """Write a plain model + tokenizer folder, `alignment/` and `tokswap_config.json`, atomically.
 
         The folder loads with `AutoModelForCausalLM` / `AutoTokenizer` alone; tokswap is not needed.
-        `save_kwargs` go to `model.save_pretrained` (e.g. `max_shard_size`).
+
+        Args:
+            save_directory (`str` or `os.PathLike`): a new or empty folder.
+            overwrite (`bool`, defaults to `False`): replace a folder written by an earlier `save_pretrained`
+                (one holding `tokswap_config.json`). Any other non-empty folder or file is always refused.
+            save_kwargs: passed to `model.save_pretrained` (e.g. `max_shard_size`).
+
+        Raises:
+            `OutputExistsError`: `save_directory` holds something this call must not replace.
         """
         save_directory = Path(save_directory)
-        with atomic_output_dir(save_directory) as tmp:
+        with atomic_output_dir(save_directory, overwrite=overwrite, marker=TOKSWAP_CONFIG_NAME) as tmp:
             self.model.save_pretrained(str(tmp), **save_kwargs)
             self.tokenizer.save_pretrained(str(tmp))
             if self.alignment is not None:
@@ -436,9 +456,9 @@ def _load_source_tokenizer(source_model_id: str, location: str, model_kwargs: di
     from transformers import AutoTokenizer
 
     kwargs = {k: v for k, v in model_kwargs.items() if k in ("revision", "token", "trust_remote_code", "gguf_file")}
-    _, extra = _resolve_model_location(str(location))
-    kwargs.update(extra)
-    try:
+    try:  # a model loaded from a folder since deleted ends here too: the hint below is the fix
+        _, extra = _resolve_model_location(str(location))
+        kwargs.update(extra)
         return AutoTokenizer.from_pretrained(location, **kwargs)
     except (OSError, ValueError) as err:
         raise SwapperError(
@@ -471,7 +491,9 @@ def register_cli(subparsers) -> None:
     )
     parser.add_argument("source", metavar="SRC", help="source model: Hub id, folder, GGUF file or tokswap asset name")
     parser.add_argument("target", metavar="TGT", help="target tokenizer: Hub id or folder of a tokenizer or model")
-    parser.add_argument("--output", "-o", required=True, help="folder to write the swapped model to")
+    parser.add_argument("--output", "-o", required=True, help="folder to write the swapped model to (new or empty)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace --output when it holds an earlier `tokswap swap` result (never other folders)")
     parser.add_argument("--alignment", help="alignment folder or Hub id (default: prebuilt for the pair, else computed)")
     parser.add_argument("--init-method", default="tokalign", choices=sorted(INIT_METHODS),
                         help="how new rows are initialized (default: tokalign)")
@@ -483,10 +505,17 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the random init methods")
     parser.add_argument("--revision", default=None, help="source model revision")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the Hub")
+    parser.add_argument("--allow-nonfinite", action="store_true",
+                        help="only warn when the source model's weights hold NaN/inf values (default: refuse)")
     parser.set_defaults(func=_cli_swap)
 
 
 def _cli_swap(args) -> int:
+    check_output_dir(args.output, args.overwrite, TOKSWAP_CONFIG_NAME)  # before minutes of loading and surgery
+    if args.corpus:
+        from .aligner import check_corpus_path
+
+        check_corpus_path(args.corpus)
     model_kwargs: dict[str, Any] = {}
     if args.dtype:
         import torch
@@ -507,9 +536,10 @@ def _cli_swap(args) -> int:
         pad_to_multiple_of=args.pad_to_multiple_of,
         seed=args.seed,
         donor=args.donor,
+        allow_nonfinite=args.allow_nonfinite,
         **model_kwargs,
     )
-    swapper.save_pretrained(args.output)
+    swapper.save_pretrained(args.output, overwrite=args.overwrite)
     counts = swapper.swap_record["alignment"]["row_source_counts"]
     print(
         f"Saved {swapper.swap_record['architecture']} with the vocabulary of {args.target} "

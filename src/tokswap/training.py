@@ -35,8 +35,8 @@ from typing import Any, Optional, Union
 
 import torch
 
-from .errors import TokswapError
-from .utils import get_logger
+from .errors import TokswapError, check_fraction, check_positive, check_positive_int
+from .utils import check_local_path, get_logger
 
 logger = get_logger(__name__)
 
@@ -46,6 +46,110 @@ RECOVERY_MODES = ("auto", "self_distill", "ce")
 
 class TrainingError(TokswapError):
     """A training run cannot start as configured (the message says what to change)."""
+
+
+class NonFiniteError(TokswapError):
+    """A model holds NaN or infinite weights, or a run logged a NaN or infinite loss or gradient norm."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Non-finite values: a NaN weight makes every loss NaN, and Trainer would happily "train" on it
+# --------------------------------------------------------------------------------------------------
+
+
+def nonfinite_parameters(model) -> dict[str, int]:
+    """`{parameter name: number of NaN/inf values}` for every parameter holding any (tied weights once)."""
+    found = {}
+    for name, param in model.named_parameters():
+        if param.device.type == "meta" or not param.is_floating_point():
+            continue  # offloaded (no data here) or integer (quantized) weights
+        with torch.no_grad():
+            if bool(torch.isfinite(param).all()):
+                continue
+            found[name] = int((~torch.isfinite(param)).sum())
+    return found
+
+
+def check_finite(model, what: str = "model", allow_nonfinite: bool = False) -> dict[str, int]:
+    """Refuse a model with NaN or infinite weights before anything is built on it.
+
+    Args:
+        model (`torch.nn.Module`): the model to check (every floating-point parameter).
+        what (`str`, defaults to `"model"`): how the message names it, e.g. `"the source model"`, `"the teacher"`.
+        allow_nonfinite (`bool`, defaults to `False`): log a warning instead of raising.
+
+    Returns:
+        `dict[str, int]`: the offending parameters and their non-finite counts (empty when all is finite).
+
+    Raises:
+        `NonFiniteError`: some weight is NaN or infinite and `allow_nonfinite` is not set.
+    """
+    found = nonfinite_parameters(model)
+    if not found:
+        return found
+    listed = ", ".join(f"{name} ({count})" for name, count in list(found.items())[:5])
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    message = (
+        f"{what[:1].upper()}{what[1:]} has {sum(found.values())} NaN/infinite weight values in {len(found)} "
+        f"parameter(s): {listed}{more}. Training on it gives NaN losses; use an intact checkpoint (or pass "
+        "allow_nonfinite=True / --allow-nonfinite to go on anyway)."
+    )
+    if not allow_nonfinite:
+        raise NonFiniteError(message)
+    logger.warning("%s", message)
+    return found
+
+
+def _is_finite_number(value) -> bool:
+    return not isinstance(value, (int, float)) or math.isfinite(value)
+
+
+def _non_finite_loss_callback_class():
+    from transformers import TrainerCallback
+
+    class NonFiniteLossCallback(TrainerCallback):
+        """Stop a run as soon as a logged `loss` or `grad_norm` is NaN or infinite, with a `NonFiniteError`.
+
+        `Trainer` averages such losses away (`logging_nan_inf_filter`) and keeps stepping, which silently turns
+        the weights into NaN. The error is raised from `on_log`, before the checkpoint of that step is saved.
+        Under fp16 mixed precision an infinite gradient norm is normal (the loss scaler skips that step), so
+        only the loss is checked there.
+        """
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            logs = logs or {}
+            keys = ["loss"] + ([] if getattr(args, "fp16", False) else ["grad_norm"])
+            bad = {key: logs[key] for key in keys if key in logs and not _is_finite_number(logs[key])}
+            if bad:
+                control.should_training_stop = True
+                shown = ", ".join(f"{key}={value}" for key, value in bad.items())
+                raise NonFiniteError(
+                    f"Training diverged at step {state.global_step}: {shown}. Lower the learning rate, check the "
+                    "data and the starting weights (tokswap.training.check_finite), or resume from an earlier "
+                    "checkpoint."
+                )
+            return control
+
+    NonFiniteLossCallback.__module__ = __name__
+    return NonFiniteLossCallback
+
+
+def __getattr__(name):
+    # `NonFiniteLossCallback` subclasses transformers' TrainerCallback; building it on first use keeps
+    # `import tokswap.training` (and `tokswap train --help`) from importing transformers' Trainer.
+    if name == "NonFiniteLossCallback":
+        cls = globals()["NonFiniteLossCallback"] = _non_finite_loss_callback_class()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def with_non_finite_check(callbacks) -> list:
+    """`callbacks` plus a `NonFiniteLossCallback`, unless one is there already."""
+    callbacks = list(callbacks or [])
+    cls = globals().get("NonFiniteLossCallback") or __getattr__("NonFiniteLossCallback")
+    if not any(isinstance(cb, cls) or cb is cls for cb in callbacks):
+        callbacks.append(cls())
+    return callbacks
 
 
 # --------------------------------------------------------------------------------------------------
@@ -85,6 +189,18 @@ def _world_size() -> int:
 # --------------------------------------------------------------------------------------------------
 # Config
 # --------------------------------------------------------------------------------------------------
+
+
+# Integer options of VocabAdaptationConfig that must be >= 1, with the `tokswap train` flag setting each.
+_POSITIVE_INT_OPTIONS = {
+    "per_device_train_batch_size": "--batch-size",
+    "gradient_accumulation_steps": "--grad-accum",
+    "max_length": "--max-length",
+    "save_steps": "--save-steps",
+    "logging_steps": "--logging-steps",
+    "lora_r": "--lora-r",
+    "lora_alpha": "--lora-alpha",
+}
 
 
 @dataclass
@@ -218,9 +334,16 @@ class VocabAdaptationConfig:
         for name in ("stage1_max_steps", "stage2_max_steps", "stage1_tokens", "stage2_tokens"):
             value = getattr(self, name)
             if value is not None and value < 0:
-                raise TrainingError(f"{name} must be >= 0 (0 skips the stage), got {value}.")
-        if not 0.0 <= self.warmup_ratio < 1.0:
-            raise TrainingError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}.")
+                flag = "--" + name.replace("_max", "").replace("_", "-")
+                raise TrainingError(f"{name} ({flag}) must be >= 0 (0 skips the stage), got {value}.")
+        check_fraction(TrainingError, "warmup_ratio", self.warmup_ratio)
+        # Zero or negative sizes are accepted by TRL and fail much later (or loop over nothing): refuse them here.
+        for name, flag in _POSITIVE_INT_OPTIONS.items():
+            check_positive_int(TrainingError, name, getattr(self, name), flag)
+        for name, flag in (("stage1_learning_rate", "--stage1-lr"), ("stage2_learning_rate", "--stage2-lr")):
+            check_positive(TrainingError, name, getattr(self, name), flag)
+        check_positive_int(TrainingError, "save_total_limit", self.save_total_limit, optional=True)
+        check_fraction(TrainingError, "lora_dropout", self.lora_dropout)
         if self.bf16 and not bf16_supported():
             raise TrainingError(
                 "bf16=True needs a CUDA GPU with bf16 support; none is visible. Leave bf16 unset to choose automatically."
@@ -300,6 +423,8 @@ class VocabAdaptationConfig:
             save_total_limit=self.save_total_limit,
             report_to=self.report_to,
             logging_steps=self.logging_steps,
+            # show NaN/inf losses in the logs (NonFiniteLossCallback stops on them) instead of averaging them away
+            logging_nan_inf_filter=False,
             seed=self.seed,
         )
         kwargs.update(self.sft_kwargs)
@@ -605,6 +730,7 @@ def adapt_vocabulary(
     callbacks=None,
     teacher_model=None,
     teacher_tokenizer=None,
+    allow_nonfinite: bool = False,
 ) -> AdaptationResult:
     """Train a swapped model on its new vocabulary in two stages (TokAlign's recipe) with TRL's `SFTTrainer`.
 
@@ -620,16 +746,21 @@ def adapt_vocabulary(
             `"input_ids"` column (pre-tokenized).
         config (`VocabAdaptationConfig`, *optional*): the recipe; the paper's defaults when omitted.
         eval_dataset (*optional*): evaluated by both stages when `sft_kwargs` sets an `eval_strategy`.
-        callbacks (`list[TrainerCallback]`, *optional*): added to both stages' trainers.
         teacher_model / teacher_tokenizer (*optional*): the model *before* the swap and its own tokenizer. With them
             (and `config.recovery` "auto" or "self_distill") both stages train by self-distillation across the swap
             (`tokswap.self_distillation`) on the same text instead of plain cross-entropy.
+        callbacks (`list[TrainerCallback]`, *optional*): added to both stages' trainers. A
+            `NonFiniteLossCallback` is always added: a NaN/inf loss or gradient norm stops the run with an error.
+        allow_nonfinite (`bool`, defaults to `False`): only warn when the model's weights hold NaN/inf values
+            (by default that is a `NonFiniteError` before training starts).
 
     Returns:
         [`AdaptationResult`]
     """
     config = config or VocabAdaptationConfig()
     _check_dataset(train_dataset, config.dataset_text_field)
+    check_finite(model, "the model to train", allow_nonfinite)
+    callbacks = with_non_finite_check(callbacks)
     align_special_token_ids(model, tokenizer)
     teacher = _recovery_teacher(config, teacher_model, teacher_tokenizer)
     if teacher is not None:
@@ -695,6 +826,7 @@ def _recovery_teacher(config: VocabAdaptationConfig, teacher_model, teacher_toke
             "recovery='self_distill' needs the model before the swap and its tokenizer: pass teacher_model= and "
             "teacher_tokenizer= (TokenizerSwapper.train does this for you), or use recovery='ce'."
         )
+    check_finite(teacher_model, "the self-distillation teacher (the model before the swap)")
     return teacher_model, teacher_tokenizer
 
 
@@ -780,6 +912,7 @@ def load_model_for_training(model_dir: str, **kwargs):
     bf16-capable GPU, float32 otherwise."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    check_local_path(model_dir, "The model")
     kwargs.setdefault("attn_implementation", pick_attn_implementation())
     kwargs.setdefault("dtype", torch.bfloat16 if bf16_supported() else torch.float32)
     try:
@@ -814,6 +947,8 @@ def add_run_arguments(parser, *, max_length, batch_size, grad_accum, save_steps,
     parser.add_argument("--logging-steps", type=int, default=logging_steps)
     parser.add_argument("--report-to", default="none", help="comma-separated: none, tensorboard, wandb, trackio, ...")
     parser.add_argument("--seed", type=int, default=seed)
+    parser.add_argument("--allow-nonfinite", action="store_true",
+                        help="only warn when a model's weights hold NaN/inf values (default: refuse to train)")
     parser.add_argument(
         "--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
         help="resume from the newest checkpoint under --output, or from CHECKPOINT",
@@ -877,6 +1012,7 @@ def register_cli(subparsers) -> None:
 
 
 def _cli_train(args) -> int:
+    check_local_path(args.model_dir, "The model")  # before the dataset is read
     config = VocabAdaptationConfig(
         output_dir=args.output,
         stage1_max_steps=args.stage1_steps,
@@ -898,7 +1034,7 @@ def _cli_train(args) -> int:
     model, tokenizer = load_model_for_training(args.model_dir)
     teacher_model, teacher_tokenizer = _cli_teacher(args, model)
     result = adapt_vocabulary(model, tokenizer, dataset, config, teacher_model=teacher_model,
-                              teacher_tokenizer=teacher_tokenizer)
+                              teacher_tokenizer=teacher_tokenizer, allow_nonfinite=args.allow_nonfinite)
     for stage, history in ((1, result.stage1_log_history), (2, result.stage2_log_history)):
         losses = [entry["loss"] for entry in history if "loss" in entry]
         if losses:
@@ -930,11 +1066,14 @@ def _cli_teacher(args, model):
 
 __all__ = [
     "AdaptationResult",
+    "NonFiniteError",
+    "NonFiniteLossCallback",
     "TrainingError",
     "VocabAdaptationConfig",
     "adapt_vocabulary",
     "align_special_token_ids",
     "bf16_supported",
+    "check_finite",
     "embedding_module_names",
     "embedding_parameters",
     "embeddings_are_tied",
