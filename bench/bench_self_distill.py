@@ -7,13 +7,16 @@ order, by arm:
 - `ce`: `SelfDistillationTrainer` with only the cross-entropy weight (the plain next-token loss, on exactly the
   windows the other arms see);
 - `sd`: cross-entropy + chunk-likelihood matching + hidden-state matching (the library default);
-- `ll`: cross-entropy + chunk-likelihood matching; `hid`: cross-entropy + hidden-state matching.
+- `ll`: cross-entropy + chunk-likelihood matching; `hid`: cross-entropy + hidden-state matching;
+- `hid10` / `sd10`: as `hid` / `sd` with the hidden-state weight at 10.
 
 Held-out text: the first whole documents of four domains (en, code, de, zh), 3,000 bytes each, never in the
 training text (`bench_init_methods.split_corpus`). Prints one JSON line per arm (bits per byte per domain and
 their mean; `swap` is the model right after the swap):
 
     python bench/bench_self_distill.py swap,ce,sd 20 > bench/results/self_distill.jsonl
+    python bench/bench_self_distill.py hid10,sd10 20 >> bench/results/self_distill.jsonl
+    python bench/bench_self_distill.py --table      # writes bench/results/self_distill.md from the jsonl
 """
 
 import copy
@@ -29,7 +32,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_init_methods import bits_per_byte, domain_documents, shared_rows_alignment, split_corpus  # noqa: E402
 
-WEIGHTS = {"ce": (1, 0, 0), "sd": (1, 1, 1), "ll": (1, 1, 0), "hid": (1, 0, 1)}
+WEIGHTS = {"ce": (1, 0, 0), "sd": (1, 1, 1), "ll": (1, 1, 0), "hid": (1, 0, 1), "hid10": (1, 0, 10), "sd10": (1, 1, 10)}
 
 
 def main(arms, steps):
@@ -81,5 +84,43 @@ def main(arms, steps):
                                   for e in result.stage1_log_history[-2:]]}), flush=True)
 
 
+RESULTS = Path(__file__).resolve().parent / "results"
+LABELS = {"swap": "right after the swap", **{arm: str(w) for arm, w in WEIGHTS.items()}}
+
+
+def write_table() -> str:
+    """`results/self_distill.md` from `results/self_distill.jsonl`."""
+    rows = [json.loads(line) for line in (RESULTS / "self_distill.jsonl").read_text().splitlines() if line.strip()]
+    lines = [
+        "# Recovery after the swap: self-distillation vs cross-entropy (SmolLM2-135M -> Qwen2.5, `fvt` init)", "",
+        "Written by `python bench/bench_self_distill.py --table` from `self_distill.jsonl`, whose rows came from:", "",
+        "    python bench/bench_self_distill.py swap,ce,sd 20 > bench/results/self_distill.jsonl",
+        "    python bench/bench_self_distill.py hid10,sd10 20 >> bench/results/self_distill.jsonl", "",
+        "20 stage-1 steps (embeddings + tied head, lr 6.4e-4, 4 x 128 tokens), identical windows of text in the same "
+        "order for every arm; bits per byte on held-out whole documents (en, code, de, zh; 3,000 bytes each). One "
+        "seed: differences below ~0.01 bits per byte are within what another seed could move and are ties. Loss "
+        "weights are (cross-entropy, chunk likelihood, hidden state). Train seconds were measured while other jobs "
+        "shared the two cores and are not comparable across arms.", "",
+        "| arm | weights | en | code | de | zh | mean | train seconds |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        seconds = r.get("seconds", r.get("secs", "-"))
+        lines.append(f"| {r['arm']} | {LABELS[r['arm']]} | {r['en']:.4f} | {r['code']:.4f} | {r['de']:.4f} | "
+                     f"{r['zh']:.4f} | **{r['mean']:.4f}** | {seconds} |")
+    swap = next(r["mean"] for r in rows if r["arm"] == "swap")
+    trained = {r["arm"]: r["mean"] for r in rows if r["arm"] != "swap"}
+    spread = max(trained.values()) - min(trained.values())
+    lines += ["", f"Recovered right after the swap -> after {rows[-1].get('steps', '?')} steps: "
+              + ", ".join(f"`{arm}` {swap - value:.4f}" for arm, value in trained.items())
+              + f" bits per byte; the arms lie within {spread:.4f} of each other."]
+    text = "\n".join(lines) + "\n"
+    (RESULTS / "self_distill.md").write_text(text)
+    return text
+
+
 if __name__ == "__main__":
-    main(sys.argv[1].split(","), int(sys.argv[2]))
+    if sys.argv[1] == "--table":
+        print(write_table())
+    else:
+        main(sys.argv[1].split(","), int(sys.argv[2]))

@@ -610,8 +610,8 @@ class OMPInit(InitMethod):
     needs_tokenizers = True
     uses_seed = True  # through the GloVe vectors (a donor space has no seed)
 
-    def __init__(self, k: int = 64, candidates: int = 256, batch_rows: int = 1024):
-        self.k, self.candidates, self.batch_rows = k, candidates, batch_rows
+    def __init__(self, k: int = 64, candidates: int = 256, batch_rows: int = 1024, ridge: float = 1e-6):
+        self.k, self.candidates, self.batch_rows, self.ridge = k, candidates, batch_rows, ridge
 
     def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
         self._require_tokenizers(source_tokenizer, target_tokenizer)
@@ -624,7 +624,9 @@ class OMPInit(InitMethod):
         atom_sources = _as_index(alignment.target_to_source[atoms], "cpu")
         for start in range(0, len(new), self.batch_rows):
             rows = new[start : start + self.batch_rows]
-            picked, coef = orthogonal_matching_pursuit(dictionary, space[_as_index(rows, "cpu")], self.k, self.candidates)
+            picked, coef = orthogonal_matching_pursuit(
+                dictionary, space[_as_index(rows, "cpu")], self.k, self.candidates, self.ridge
+            )
             combined = _combine_source_rows(source_weight, atom_sources, picked, coef)
             out[_as_index(rows, out.device)] = combined.to(out.dtype)
         return out

@@ -392,10 +392,10 @@ class TokenizerSwapper:
     def train(self, dataset, config=None, **kwargs):
         """Train the swapped model back to health (`tokswap.training.adapt_vocabulary`); returns its result.
 
-        By default (`config.recovery="auto"`) the model before the swap, reloaded from `source_model` with its own
-        tokenizer, is the teacher: the swapped model learns to match it on the same text (self-distillation across
-        the swap, `tokswap.self_distillation`). Pass `teacher_model=` / `teacher_tokenizer=` to give it yourself,
-        or `VocabAdaptationConfig(recovery="ce")` for plain cross-entropy.
+        With `VocabAdaptationConfig(recovery="self_distill")` (or `"auto"`) the model before the swap, reloaded from
+        `source_model` with its own tokenizer, is the teacher: the swapped model learns to match it on the same text
+        (self-distillation across the swap, `tokswap.self_distillation`). Pass `teacher_model=` /
+        `teacher_tokenizer=` to give it yourself. The default is plain cross-entropy (`recovery="ce"`).
         """
         from .training import VocabAdaptationConfig, adapt_vocabulary
 

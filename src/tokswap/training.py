@@ -283,10 +283,11 @@ class VocabAdaptationConfig:
     )
     # Recovery objective
     recovery: str = field(
-        default="auto",
-        metadata={"help": "'self_distill': the model before the swap teaches the swapped one on the same text "
-                  "(tokswap.self_distillation); 'ce': plain next-token cross-entropy; 'auto': self_distill when the "
-                  "original model is given as teacher, else ce."},
+        default="ce",
+        metadata={"help": "'ce': plain next-token cross-entropy (default: self-distillation tied with it in "
+                  "bench/results/self_distill.md at 1.2-1.9x the cost); 'self_distill': the model before the swap "
+                  "teaches the swapped one on the same text (tokswap.self_distillation); 'auto': self_distill when "
+                  "the original model is given as teacher, else ce."},
     )
     self_distill_ce_weight: float = field(
         default=1.0, metadata={"help": "Self-distillation: weight of the cross-entropy on the new tokens."}
@@ -991,8 +992,8 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--lora-r", type=int, default=defaults.lora_r)
     parser.add_argument("--lora-alpha", type=int, default=defaults.lora_alpha)
     parser.add_argument("--recovery", choices=RECOVERY_MODES, default=defaults.recovery,
-                        help="self_distill: the model before the swap teaches the swapped one; ce: plain cross-entropy; "
-                        "auto (default): self_distill when the original model is known (--teacher, or the source "
+                        help="ce (default): plain cross-entropy; self_distill: the model before the swap teaches the "
+                        "swapped one; auto: self_distill when the original model is known (--teacher, or the source "
                         "model recorded in MODEL_DIR/tokswap_config.json)")
     parser.add_argument("--teacher", default=None,
                         help="the original model (before the swap) for self-distillation; default: the recorded source")
