@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tokswap.alignment import AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
-from tokswap.init_methods import UnknownInitMethodError, source_pieces
+from tokswap.init_methods import DEFAULT_INIT_METHOD, UnknownInitMethodError, source_pieces
 from tokswap.swapper import SwapperError, TokenizerSwapper
 
 transformers = pytest.importorskip("transformers")
@@ -95,7 +95,7 @@ def _logits(model, tokenizer, text=TEXT):
 
 def test_from_pretrained_attributes(swapper, source_dir, target_dir):
     assert swapper.source_model_id == str(source_dir)
-    assert swapper.init_method == "tokalign"
+    assert swapper.init_method == DEFAULT_INIT_METHOD
     assert len(swapper.tokenizer) == 151665
     assert swapper.model.config.vocab_size == 151680
     assert swapper.alignment.num_target_rows == 151665  # the pair's alignment, not the padded copy
@@ -122,7 +122,7 @@ def test_save_pretrained_is_a_plain_transformers_folder(swapper, tmp_path):
     assert model.generation_config.eos_token_id == tokenizer.eos_token_id
     assert torch.equal(_logits(model, tokenizer), _logits(swapper.model, swapper.tokenizer))
     record = json.loads((out / "tokswap_config.json").read_text())
-    assert record["init_method"] == "tokalign" and record["source_model"] == swapper.source_model_id
+    assert record["init_method"] == DEFAULT_INIT_METHOD and record["source_model"] == swapper.source_model_id
 
     reloaded = TokenizerSwapper.load(out)
     assert reloaded.alignment.num_target_rows == swapper.alignment.num_target_rows

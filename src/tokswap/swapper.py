@@ -23,7 +23,7 @@ import numpy as np
 
 from .alignment import RowSource, TokenAlignment, tokenizer_fingerprint
 from .errors import TokswapError
-from .init_methods import INIT_METHODS, get_init_method
+from .init_methods import DEFAULT_INIT_METHOD, INIT_METHODS, get_init_method
 from .surgery import swap_vocabulary
 from .utils import atomic_output_dir, check_local_path, check_output_dir, get_logger
 
@@ -193,7 +193,7 @@ class TokenizerSwapper:
     """
 
     def __init__(self, model, tokenizer, alignment=None, source_model_id=None, source_tokenizer=None,
-                 init_method: str = "tokalign", swap_record: Optional[dict] = None):
+                 init_method: str = DEFAULT_INIT_METHOD, swap_record: Optional[dict] = None):
         self.model = model
         self.tokenizer = tokenizer
         self.alignment = alignment
@@ -209,7 +209,7 @@ class TokenizerSwapper:
         source_model,
         target_tokenizer=None,
         alignment: Union[None, str, os.PathLike, TokenAlignment] = None,
-        init_method: str = "tokalign",
+        init_method: str = DEFAULT_INIT_METHOD,
         corpus=None,
         alignment_config=None,
         pad_to_multiple_of: Optional[int] = 64,
@@ -231,8 +231,9 @@ class TokenizerSwapper:
             alignment (`TokenAlignment`, `str` or `os.PathLike`, *optional*):
                 The alignment to use (object, folder, or Hub id). Without it: identity when the
                 tokenizers are equal, else a prebuilt one from the Hub, else computed on `corpus`.
-            init_method (`str`, defaults to `"tokalign"`):
-                One of `tokswap.init_methods.INIT_METHODS`.
+            init_method (`str`, defaults to `"fvt"`):
+                One of `tokswap.init_methods.INIT_METHODS` (`DEFAULT_INIT_METHOD`, the measured best right after the
+                swap; `"tokalign"` is the paper's rule).
             corpus (*optional*):
                 Text the alignment is computed on when it has to be (see `tokswap.aligner`).
             alignment_config (*optional*):
@@ -495,8 +496,8 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace --output when it holds an earlier `tokswap swap` result (never other folders)")
     parser.add_argument("--alignment", help="alignment folder or Hub id (default: prebuilt for the pair, else computed)")
-    parser.add_argument("--init-method", default="tokalign", choices=sorted(INIT_METHODS),
-                        help="how new rows are initialized (default: tokalign)")
+    parser.add_argument("--init-method", default=DEFAULT_INIT_METHOD, choices=sorted(INIT_METHODS),
+                        help=f"how new rows are initialized (default: {DEFAULT_INIT_METHOD}, the measured best)")
     parser.add_argument("--donor", default=None,
                         help="a model that already uses TGT's tokenizer: its embeddings guide the omp/focus inits")
     parser.add_argument("--pad-to-multiple-of", type=int, default=64, help="pad the vocabulary to a multiple (default 64)")
