@@ -176,3 +176,19 @@ def _point_datasets_cache(folder: Path, set_attribute) -> None:
     set_attribute(datasets_config, "HF_DATASETS_CACHE", folder)
     set_attribute(datasets_config, "DOWNLOADED_DATASETS_PATH", folder / "downloads")
     set_attribute(datasets_config, "EXTRACTED_DATASETS_PATH", folder / "downloads" / "extracted")
+
+
+@pytest.fixture(scope="session")
+def train_bpe_tokenizer():
+    """Factory: train_bpe_tokenizer(texts, vocab_size) -> a small byte-level BPE fast tokenizer (<s>, </s>)."""
+
+    def train(texts, vocab_size):
+        from tokenizers import ByteLevelBPETokenizer
+        from transformers import PreTrainedTokenizerFast
+
+        bpe = ByteLevelBPETokenizer()
+        bpe.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=1, special_tokens=["<s>", "</s>"],
+                                show_progress=False)
+        return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>")
+
+    return train

@@ -3,8 +3,6 @@
 import numpy as np
 import pytest
 import torch
-from tokenizers import ByteLevelBPETokenizer
-from transformers import PreTrainedTokenizerFast
 
 from tokswap.alignment import RowSource, TokenAlignment
 from tokswap.init_methods import (
@@ -42,16 +40,10 @@ def test_omp_with_a_prefilter_smaller_than_the_dictionary_still_finds_close_atom
     assert coef[0, 1:].abs().max() < 1e-4  # nothing left to explain
 
 
-def _tokenizer(vocab_size):
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(TEXTS, vocab_size=vocab_size, min_frequency=1, special_tokens=["<s>", "</s>"],
-                            show_progress=False)
-    return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>")
-
 
 @pytest.fixture(scope="module")
-def pair():
-    source, target = _tokenizer(290), _tokenizer(330)
+def pair(train_bpe_tokenizer):
+    source, target = train_bpe_tokenizer(TEXTS, 290), train_bpe_tokenizer(TEXTS, 330)
     source_vocab = source.get_vocab()
     n = len(target)
     target_to_source = np.zeros(n, dtype=np.int64)

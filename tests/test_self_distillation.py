@@ -12,8 +12,7 @@ import torch
 pytest.importorskip("trl")
 
 from datasets import Dataset  # noqa: E402
-from tokenizers import ByteLevelBPETokenizer  # noqa: E402
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast  # noqa: E402
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 from tokswap.byte_alignment import aligned_windows, chunk_ids, shared_boundaries, token_byte_ends  # noqa: E402
 from tokswap.self_distillation import (  # noqa: E402
@@ -36,21 +35,15 @@ MIXED = (
 )
 
 
-def _train_tokenizer(texts, vocab_size):
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=1, special_tokens=["<s>", "</s>"],
-                            show_progress=False)
-    return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>")
+
+@pytest.fixture(scope="module")
+def student_tokenizer(train_bpe_tokenizer):
+    return train_bpe_tokenizer(TEXTS, 300)
 
 
 @pytest.fixture(scope="module")
-def student_tokenizer():
-    return _train_tokenizer(TEXTS, 300)
-
-
-@pytest.fixture(scope="module")
-def teacher_tokenizer():
-    return _train_tokenizer(TEXTS[::2], 270)
+def teacher_tokenizer(train_bpe_tokenizer):
+    return train_bpe_tokenizer(TEXTS[::2], 270)
 
 
 def llama(rows, hidden=16, seed=0, dtype=torch.float64, tied=False):
