@@ -1,0 +1,755 @@
+"""A fair leaderboard of swapped-model quality: every init method, every target, several seeds.
+
+SmolLM2-135M (tokswap asset `smollm2-135m`, float32) is given the Qwen2.5, Llama-3, Gemma-3 and
+GPT-NeoX tokenizers with every init method of `tokswap.init_methods.INIT_METHODS`, for several
+GloVe seeds, and scored in bits per byte on held-out text of 8 domains (en, code, math, de, ja,
+zh, ru, ar). The held-out text is whole documents, none of which (nor any piece of one) is in the
+corpus the alignments are computed on or the models are trained on. With `--train`, the default
+recipe and two cross-entropy arms are trained for the same small budget on identical batches and
+scored along the way (bits per byte, gap closed, zero-shot accuracy).
+
+Full run (appends one JSON line per measured model to bench/results/leaderboard.jsonl, resumes:
+rows already there are skipped; writes bench/results/leaderboard.md at the end):
+
+    python bench/bench_leaderboard.py            # phase "original" + phase "after_swap"
+    python bench/bench_leaderboard.py --train    # ... + phase "train" (3 arms x 2 seeds on qwen2.5)
+    python bench/bench_leaderboard.py --table    # re-render the markdown from the jsonl
+
+Development (tiny budgets, never into bench/results):
+
+    python bench/bench_leaderboard.py --quick --targets qwen2.5 --methods fvt mean \\
+        --train --arms ce --output /tmp/leaderboard-quick.jsonl
+
+Bits per byte: total next-token NLL in bits over the UTF-8 bytes of a domain's held-out text,
+windows of 512 tokens each preceded by the tokenizer's BOS token (else EOS), no overlap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import inspect
+import json
+import math
+import os
+import random
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_OUTPUT = "bench/results/leaderboard.jsonl"
+DOMAINS = ("en", "code", "math", "de", "ja", "zh", "ru", "ar")
+TARGETS = ("qwen2.5", "llama3", "gemma3", "gpt-neox")
+SOURCE_MODEL = "smollm2-135m"
+SOURCE_TOKENIZER = "smollm2"
+# Methods that only read the alignment's shared rows: their result does not depend on the seed.
+SEED_INDEPENDENT = frozenset({"mean", "fvt", "focus"})
+PIECE_CHARS = 4000  # long training documents are cut into pieces of this many characters
+TRAIN_MAX_LENGTH = 128  # training sequence length (tokens)
+TRAIN_WINDOW_TOKENS = 112  # training texts are cut into windows of this many target tokens
+WINDOW_TOKENS = 512
+LOGITS_BUDGET = 2**25  # floats of logits materialized at once by the scorer (128 MB)
+QUICK = dict(heldout_bytes=2000, domains=["en", "code"], corpus_bytes=400_000, glove_dim=50, glove_iterations=2,
+             seeds=[0], train_seeds=[0], train_steps=4, stage1_steps=2, checkpoint_steps=[2], zero_shot_limit=10)
+
+
+# ------------------------------------------------------------------------------------------ arguments
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--targets", nargs="+", default=list(TARGETS), help="target tokenizer asset names")
+    parser.add_argument("--methods", nargs="+", default=None,
+                        help="init methods (default: every name in tokswap.init_methods.INIT_METHODS)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="GloVe/anchor/init seeds")
+    parser.add_argument("--domains", nargs="+", default=list(DOMAINS), choices=DOMAINS)
+    parser.add_argument("--heldout-bytes", type=int, default=20_000,
+                        help="per domain, whole documents are held out until at least this many bytes")
+    parser.add_argument("--corpus-bytes", type=int, default=4_000_000,
+                        help="alignment/training corpus size, split evenly across domains")
+    parser.add_argument("--glove-dim", type=int, default=300)
+    parser.add_argument("--glove-iterations", type=int, default=15)
+    parser.add_argument("--eval-batch", type=int, default=4, help="512-token windows per forward pass")
+    parser.add_argument("--train", action="store_true", help="also run phase 'train'")
+    parser.add_argument("--train-only", action="store_true", help="run phase 'train' but not phase 'after_swap'")
+    parser.add_argument("--train-target", default="qwen2.5")
+    parser.add_argument("--arms", nargs="+", default=["default", "ce", "fvt_ce"], choices=["default", "ce", "fvt_ce"])
+    parser.add_argument("--default-init", default=None,
+                        help="init of arms default/ce (default: tokswap.init_methods.DEFAULT_INIT_METHOD or tokalign)")
+    parser.add_argument("--train-seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--train-steps", type=int, default=200, help="total optimizer steps (stage 1 + stage 2)")
+    parser.add_argument("--stage1-steps", type=int, default=150)
+    parser.add_argument("--checkpoint-steps", nargs="+", type=int, default=[50],
+                        help="also score bits per byte after these global steps")
+    parser.add_argument("--zero-shot", default="arc_easy,piqa,hellaswag", help="comma-separated tasks ('' for none)")
+    parser.add_argument("--zero-shot-limit", type=int, default=200)
+    parser.add_argument("--quick", action="store_true",
+                        help="development budgets: " + ", ".join(f"{k}={v}" for k, v in QUICK.items()))
+    parser.add_argument("--output", default=DEFAULT_OUTPUT, help="jsonl (appended); the markdown goes next to it")
+    parser.add_argument("--table", action="store_true", help="(re)write and print the markdown of --output, then exit")
+    args = parser.parse_args(argv)
+    if args.quick:
+        for key, value in QUICK.items():
+            setattr(args, key, value)
+    if args.stage1_steps > args.train_steps:
+        parser.error("--stage1-steps cannot exceed --train-steps")
+    return args
+
+
+def command_line(argv) -> str:
+    """The command as typed from the repository root (script path relative to it)."""
+    return shlex.join(["python", "bench/bench_leaderboard.py", *argv])
+
+
+def run_config(args) -> dict:
+    """What makes two rows comparable (besides phase/target/method/seed)."""
+    return {"heldout_bytes": args.heldout_bytes, "domains": list(args.domains), "corpus_bytes": args.corpus_bytes,
+            "glove_dim": args.glove_dim, "glove_iterations": args.glove_iterations, "window_tokens": WINDOW_TOKENS}
+
+
+# ------------------------------------------------------------------------------------------ data
+def load_domain_documents() -> dict:
+    """{domain: [documents]} from the offline assets, via `bench/bench_init_methods.py`."""
+    path = Path(__file__).resolve().with_name("bench_init_methods.py")
+    spec = importlib.util.spec_from_file_location("bench_init_methods", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.domain_documents()
+
+
+def dedupe(items: list) -> list:
+    """Documents in order, exact duplicates dropped (a duplicate could sit on both sides of the split)."""
+    seen, out = set(), []
+    for item in items:
+        if item not in seen:
+            seen.add(item)
+            out.append(item)
+    return out
+
+
+def split_documents(docs: dict, domains, heldout_bytes: int, corpus_bytes: int):
+    """Held-out whole documents per domain, and the training pieces of the other documents.
+
+    Returns `(heldout, pieces)`: `heldout[domain] = (text, [document indices])`, the text being the
+    held-out documents joined by blank lines (never cut); `pieces` a list of `(domain, document index,
+    piece)`, long documents cut into `PIECE_CHARS`-character pieces, about `corpus_bytes` in all.
+    """
+    heldout, pieces = {}, []
+    per_domain = corpus_bytes // len(domains)
+    for domain in domains:
+        items = dedupe(docs[domain])
+        taken, used = [], 0
+        while used < heldout_bytes and len(taken) < len(items):
+            used += len(items[len(taken)].encode("utf-8"))
+            taken.append(len(taken))
+        heldout[domain] = ("\n\n".join(items[k] for k in taken), taken)
+        budget = 0
+        for index in range(len(taken), len(items)):
+            for start in range(0, len(items[index]), PIECE_CHARS):
+                piece = items[index][start : start + PIECE_CHARS]
+                pieces.append((domain, index, piece))
+                budget += len(piece.encode("utf-8"))
+                if budget >= per_domain:
+                    break
+            if budget >= per_domain:
+                break
+    return heldout, pieces
+
+
+def assert_disjoint(heldout: dict, pieces: list) -> None:
+    """No training piece comes from a held-out document, nor occurs verbatim in held-out text."""
+    for domain, (text, indices) in heldout.items():
+        used = {index for d, index, _ in pieces if d == domain}
+        assert not used & set(indices), f"{domain}: held-out documents {sorted(used & set(indices))} are in training"
+    held_texts = [text for text, _ in heldout.values()]
+    for domain, index, piece in pieces:
+        if len(piece) >= 200:  # shorter pieces could match by coincidence (boilerplate)
+            assert not any(piece in text for text in held_texts), f"{domain} document {index} leaks into held-out text"
+
+
+def spells_text(tokenizer, ids: list, text: str) -> bool:
+    """Whether the tokens spell `text` byte for byte (self-distillation drops texts where they do not)."""
+    try:
+        from tokswap.byte_alignment import token_byte_ends
+    except ImportError:
+        return True
+    return token_byte_ends(tokenizer, ids, text) is not None
+
+
+def training_windows(texts: list, tokenizer, teacher_tokenizer) -> list:
+    """Text windows of at most `TRAIN_WINDOW_TOKENS` student tokens (shuffle them with `shuffled`).
+
+    Every window fits one training sequence of both recoveries as it is: cross-entropy (TRL truncates at
+    `TRAIN_MAX_LENGTH` tokens, EOS included) and self-distillation (which cuts texts into windows of
+    `TRAIN_MAX_LENGTH - 1` student and `2 * TRAIN_MAX_LENGTH - 1` teacher tokens and drops texts a tokenizer
+    does not spell byte for byte). So every arm gets the same rows, and with the same seed the same batches.
+    """
+    windows = []
+    for text in texts:
+        encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        offsets = encoded["offset_mapping"]
+        for start in range(0, len(offsets), TRAIN_WINDOW_TOKENS):
+            stop = min(start + TRAIN_WINDOW_TOKENS, len(offsets))
+            if stop - start >= TRAIN_WINDOW_TOKENS // 4:
+                windows.append(text[offsets[start][0] : offsets[stop - 1][1]])
+    kept = []
+    for window in windows:
+        ids = tokenizer(window, add_special_tokens=False)["input_ids"]
+        teacher_ids = teacher_tokenizer(window, add_special_tokens=False)["input_ids"]
+        if (window.strip() and len(ids) <= TRAIN_MAX_LENGTH - 2 and len(teacher_ids) <= 2 * TRAIN_MAX_LENGTH - 2
+                and spells_text(tokenizer, ids, window) and spells_text(teacher_tokenizer, teacher_ids, window)):
+            kept.append(window)
+    return kept
+
+
+def shuffled(items: list, seed: int) -> list:
+    out = list(items)
+    random.Random(seed).shuffle(out)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ scoring
+def prefix_token_id(tokenizer) -> int:
+    return tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+
+
+def score_windows(heldout: dict, tokenizer) -> list:
+    """`(domain, [prefix] + 512 token ids)` windows of every domain's held-out text, longest first."""
+    prefix = prefix_token_id(tokenizer)
+    windows = []
+    for domain, (text, _) in heldout.items():
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        windows += [(domain, [prefix] + ids[i : i + WINDOW_TOKENS]) for i in range(0, len(ids), WINDOW_TOKENS)]
+    return sorted(windows, key=lambda item: -len(item[1]))
+
+
+def batch_nll(model, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Summed next-token NLL (nats) of each row; the head is applied a few positions at a time.
+
+    Right padding needs no attention mask: causal attention never lets a real token see a later pad.
+    """
+    hidden = model.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state[:, :-1]
+    targets = labels[:, 1:]
+    head = model.get_output_embeddings()
+    softcap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
+    chunk = max(1, LOGITS_BUDGET // (head.weight.shape[0] * hidden.shape[0]))
+    totals = torch.zeros(hidden.shape[0], dtype=torch.float64)
+    for start in range(0, hidden.shape[1], chunk):
+        logits = head(hidden[:, start : start + chunk]).float()
+        if softcap:
+            logits = torch.tanh(logits / softcap) * softcap
+        part = targets[:, start : start + chunk]
+        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), part, ignore_index=-100, reduction="none")
+        totals += nll.sum(1).double()
+    return totals
+
+
+def bits_per_byte(model, tokenizer, heldout: dict, batch_windows: int = 4) -> dict:
+    """{domain: bits per byte} of the held-out text (see the module docstring)."""
+    was_training = model.training
+    model.eval()
+    nats = {domain: 0.0 for domain in heldout}
+    windows = score_windows(heldout, tokenizer)
+    with torch.inference_mode():
+        for start in range(0, len(windows), batch_windows):
+            batch = windows[start : start + batch_windows]
+            width = len(batch[0][1])
+            ids = torch.full((len(batch), width), batch[0][1][0], dtype=torch.long)
+            labels = torch.full((len(batch), width), -100, dtype=torch.long)
+            for row, (_, window) in enumerate(batch):
+                ids[row, : len(window)] = torch.tensor(window)
+                labels[row, : len(window)] = ids[row, : len(window)]
+            for (domain, _), value in zip(batch, batch_nll(model, ids, labels).tolist()):
+                nats[domain] += value
+    model.train(was_training)
+    return {domain: nats[domain] / math.log(2) / len(text.encode("utf-8")) for domain, (text, _) in heldout.items()}
+
+
+def mean_bpb(scores: dict) -> float:
+    return sum(scores.values()) / len(scores)
+
+
+def zero_shot(model, tokenizer, tasks: list, limit: int) -> dict:
+    from tokswap.evaluation import evaluate_task
+
+    out = {}
+    for task in tasks:
+        result = evaluate_task(model, tokenizer, task, limit=limit, batch_size=8, max_length=512, progress=False)
+        out[task] = {k: result[k] for k in ("acc", "acc_norm", "num_examples", "chance", "seconds")}
+    return out
+
+
+# ------------------------------------------------------------------------------------------ models
+def load_source_model():
+    from transformers import AutoModelForCausalLM
+
+    from tokswap import assets
+
+    return AutoModelForCausalLM.from_pretrained(assets.model_path(SOURCE_MODEL), dtype=torch.float32).eval()
+
+
+def load_target_tokenizer(name: str):
+    from tokswap import assets
+
+    tokenizer = assets.load_tokenizer(name)
+    if tokenizer.eos_token is None and "<|end_of_text|>" in tokenizer.get_vocab():
+        # The packaged Llama-3 tokenizer has no special-token map; Meta-Llama-3-8B's are these.
+        tokenizer.bos_token, tokenizer.eos_token = "<|begin_of_text|>", "<|end_of_text|>"
+    return tokenizer
+
+
+def init_method_names(requested) -> list:
+    from tokswap.init_methods import INIT_METHODS
+
+    return list(requested) if requested else list(INIT_METHODS)
+
+
+def default_init_method() -> str:
+    from tokswap import init_methods
+
+    return getattr(init_methods, "DEFAULT_INIT_METHOD", "tokalign")
+
+
+def is_seed_dependent(name: str) -> bool:
+    from tokswap.init_methods import INIT_METHODS
+
+    declared = getattr(INIT_METHODS.get(name), "uses_seed", None)
+    if declared is not None:
+        return bool(declared)
+    return name not in SEED_INDEPENDENT
+
+
+def compute_alignment(source_tok, target_tok, train_texts: list, seed: int, args):
+    from tokswap.aligner import AlignmentConfig, align_tokenizers
+
+    config = AlignmentConfig(glove_seed=seed, anchor_seed=seed, dim=args.glove_dim, iterations=args.glove_iterations)
+    return align_tokenizers(source_tok, target_tok, corpus=train_texts, config=config, progress=False)
+
+
+def swap(target_tok, alignment, method: str, source_tok, seed: int):
+    """A fresh SmolLM2 given `target_tok` with `method`; returns (model, tokenizer)."""
+    from tokswap.swapper import TokenizerSwapper
+
+    swapper = TokenizerSwapper.from_pretrained(load_source_model(), copy.deepcopy(target_tok), alignment=alignment,
+                                               init_method=method, source_tokenizer=source_tok, seed=seed)
+    return swapper.model.eval(), swapper.tokenizer
+
+
+class Alignments:
+    """Alignments per (target, seed), computed on first use; remembers how long each took."""
+
+    def __init__(self, source_tok, train_texts: list, args):
+        self.source_tok, self.train_texts, self.args = source_tok, train_texts, args
+        self.cache, self.seconds, self.tokenizers = {}, {}, {}
+
+    def tokenizer(self, target: str):
+        if target not in self.tokenizers:
+            self.tokenizers[target] = load_target_tokenizer(target)
+        return self.tokenizers[target]
+
+    def get(self, target: str, seed: int):
+        key = (target, seed)
+        if key not in self.cache:
+            started = time.perf_counter()
+            self.cache[key] = compute_alignment(self.source_tok, self.tokenizer(target), self.train_texts, seed, self.args)
+            self.seconds[key] = round(time.perf_counter() - started, 1)
+            print(f"alignment smollm2 -> {target} (seed {seed}): {self.cache[key].counts_by_row_source()} "
+                  f"in {self.seconds[key]} s", flush=True)
+        return self.cache[key]
+
+    def summary(self, target: str, seed: int) -> dict:
+        alignment = self.cache[(target, seed)]
+        metrics = {k: v for k, v in alignment.config.get("metrics", {}).items() if isinstance(v, (int, float))}
+        return {"row_source_counts": alignment.counts_by_row_source(), "metrics": metrics,
+                "seconds": self.seconds[(target, seed)]}
+
+
+# ------------------------------------------------------------------------------------------ rows
+def load_rows(path) -> list:
+    if not Path(path).is_file():
+        return []
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def append_row(path, row: dict) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row) + "\n")
+    print(json.dumps({k: v for k, v in row.items() if k not in ("command", "alignment", "config")}), flush=True)
+
+
+def find_row(rows: list, config: dict, phase: str, target=None, method=None, seed=None, arm=None,
+             any_seed: bool = False):
+    """The last successful row of this (phase, target, method, seed, arm) under `config`, or None."""
+    for row in reversed(rows):
+        if (row.get("phase") == phase and row.get("config") == config and row.get("target") == target
+                and row.get("method") == method and row.get("arm") == arm and "error" not in row
+                and (any_seed or row.get("seed") == seed)):
+            return row
+    return None
+
+
+def git_commit() -> str:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return commit + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def base_row(args, argv, heldout: dict, phase: str, **fields) -> dict:
+    from tokswap import __version__
+
+    return {"phase": phase, **fields, "config": run_config(args),
+            "heldout_bytes": {d: len(text.encode("utf-8")) for d, (text, _) in heldout.items()},
+            "heldout_documents": {d: len(indices) for d, (_, indices) in heldout.items()},
+            "command": command_line(argv), "tokswap_version": __version__, "git": git_commit(),
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+
+def scored(scores: dict) -> dict:
+    return {"bpb": {k: round(v, 5) for k, v in scores.items()}, "mean_bpb": round(mean_bpb(scores), 5)}
+
+
+# ------------------------------------------------------------------------------------------ phases
+def run_original(args, argv, heldout: dict, source_tok, rows: list) -> None:
+    if find_row(rows, run_config(args), "original", target=SOURCE_TOKENIZER, method="none"):
+        return
+    model = load_source_model()
+    started = time.perf_counter()
+    scores = bits_per_byte(model, source_tok, heldout, args.eval_batch)
+    row = base_row(args, argv, heldout, "original", target=SOURCE_TOKENIZER, method="none", seed=None,
+                   deterministic=True, **scored(scores), seconds={"eval": round(time.perf_counter() - started, 1)})
+    append_row(args.output, row)
+    rows.append(row)
+
+
+def run_after_swap(args, argv, heldout: dict, alignments: Alignments, source_tok, rows: list) -> None:
+    config = run_config(args)
+    for target in args.targets:
+        for method in init_method_names(args.methods):
+            dependent = is_seed_dependent(method)
+            for seed in args.seeds if dependent else args.seeds[:1]:
+                if find_row(rows, config, "after_swap", target, method, seed, any_seed=not dependent):
+                    continue
+                row = base_row(args, argv, heldout, "after_swap", target=target, method=method, seed=seed,
+                               deterministic=not dependent)
+                try:
+                    alignment = alignments.get(target, seed)
+                    started = time.perf_counter()
+                    model, tokenizer = swap(alignments.tokenizer(target), alignment, method, source_tok, seed)
+                    swapped = time.perf_counter()
+                    scores = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
+                    row.update(scored(scores), alignment=alignments.summary(target, seed),
+                               seconds={"swap": round(swapped - started, 1),
+                                        "eval": round(time.perf_counter() - swapped, 1)})
+                    del model
+                except Exception as err:  # noqa: BLE001 - a failing method is a result, not the end of the run
+                    row["error"] = f"{type(err).__name__}: {err}"
+                append_row(args.output, row)
+                rows.append(row)
+
+
+def checkpoint_callback(score, checkpoints: list, stage1_steps: int, stage2_steps: int):
+    """A `TrainerCallback` calling `score(model)` after each global step in `checkpoints` (across both stages)."""
+    from transformers import TrainerCallback
+
+    class ScoreAtSteps(TrainerCallback):
+        def __init__(self):
+            self.offsets = [offset for offset, steps in ((0, stage1_steps), (stage1_steps, stage2_steps)) if steps]
+            self.offset = 0
+            self.scores = {}
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.offset = self.offsets.pop(0) if self.offsets else self.offset
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            step = self.offset + state.global_step
+            if step in checkpoints and step not in self.scores:
+                self.scores[step] = score(model)
+
+    return ScoreAtSteps()
+
+
+def adaptation_call(model, tokenizer, dataset, args, seed: int, recovery: str, teacher, source_tok, callbacks, workdir):
+    """`adapt_vocabulary` with the bench's recipe (recovery/teacher passed when this tokswap has them)."""
+    from tokswap.training import VocabAdaptationConfig, adapt_vocabulary
+
+    config_kwargs = dict(output_dir=workdir, stage1_max_steps=args.stage1_steps,
+                         stage2_max_steps=args.train_steps - args.stage1_steps, per_device_train_batch_size=4,
+                         max_length=TRAIN_MAX_LENGTH, logging_steps=10, save_steps=100000, save_final_model=False, seed=seed,
+                         packing=False, recovery=recovery)
+    call_kwargs = dict(teacher_model=teacher, teacher_tokenizer=source_tok, callbacks=callbacks)
+    has_recovery = "recovery" in inspect.signature(VocabAdaptationConfig).parameters
+    if not has_recovery:
+        if recovery != "ce":
+            raise TypeError(f"this tokswap's VocabAdaptationConfig has no `recovery` (needed: {recovery!r})")
+        config_kwargs.pop("recovery")  # plain cross-entropy is what it does
+        accepted = inspect.signature(adapt_vocabulary).parameters
+        call_kwargs = {k: v for k, v in call_kwargs.items() if k in accepted}
+    return adapt_vocabulary(model, tokenizer, dataset, VocabAdaptationConfig(**config_kwargs), **call_kwargs)
+
+
+ARMS = {"default": (None, "self_distill"), "ce": (None, "ce"), "fvt_ce": ("fvt", "ce")}  # arm: (init, recovery)
+
+
+def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str, seed: int, after_swap_cache: dict):
+    """Swap, score, train with checkpoint scores, score, zero-shot: the fields of one phase 'train' row."""
+    init, recovery = ARMS[arm]
+    init = init or args.default_init or default_init_method()
+    target_tok = alignments.tokenizer(args.train_target)
+    started = time.perf_counter()
+    model, tokenizer = swap(target_tok, alignments.get(args.train_target, seed), init, source_tok, seed)
+    if (init, seed) not in after_swap_cache:
+        after_swap_cache[(init, seed)] = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
+    curve = {0: after_swap_cache[(init, seed)]}
+    callback = checkpoint_callback(lambda live: bits_per_byte(live, tokenizer, heldout, args.eval_batch),
+                                   [s for s in args.checkpoint_steps if 0 < s < args.train_steps],
+                                   args.stage1_steps, args.train_steps - args.stage1_steps)
+    train_started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tokswap-leaderboard-") as workdir:
+        result = adaptation_call(model, tokenizer, dataset, args, seed, recovery, teacher, source_tok, [callback],
+                                 workdir)
+    train_seconds = time.perf_counter() - train_started
+    model = result.model.eval()
+    curve.update(callback.scores)
+    curve[args.train_steps] = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
+    tasks = [t for t in args.zero_shot.split(",") if t]
+    fields = {"method": init, "recovery": recovery, "train_steps": args.train_steps,
+              "stage1_steps": args.stage1_steps, **scored(curve[args.train_steps]),
+              "curve": {str(step): scored(scores) for step, scores in sorted(curve.items())},
+              "losses": [(entry["step"], entry["loss"]) for entry in
+                         result.stage1_log_history + result.stage2_log_history if "loss" in entry],
+              "zero_shot": zero_shot(model, tokenizer, tasks, args.zero_shot_limit) if tasks else {},
+              "alignment": alignments.summary(args.train_target, seed)}
+    fields["seconds"] = {"train": round(train_seconds, 1), "total": round(time.perf_counter() - started, 1)}
+    return fields
+
+
+def gap_closed(curve: dict, original: float) -> dict:
+    """{step: (after_swap - after_step) / (after_swap - original)} on mean bits per byte."""
+    start = curve["0"]["mean_bpb"]
+    return {step: round((start - point["mean_bpb"]) / (start - original), 4)
+            for step, point in curve.items() if step != "0" and start != original}
+
+
+def run_original_zero_shot(args, argv, heldout, source_tok, rows: list) -> None:
+    tasks = [t for t in args.zero_shot.split(",") if t]
+    config = run_config(args)
+    if not tasks or find_row(rows, config, "original_zero_shot", target=SOURCE_TOKENIZER, method="none"):
+        return
+    row = base_row(args, argv, heldout, "original_zero_shot", target=SOURCE_TOKENIZER, method="none", seed=None,
+                   deterministic=True, zero_shot=zero_shot(load_source_model(), source_tok, tasks, args.zero_shot_limit),
+                   zero_shot_limit=args.zero_shot_limit)
+    append_row(args.output, row)
+    rows.append(row)
+
+
+def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_texts: list, rows: list) -> None:
+    from datasets import Dataset
+
+    config = run_config(args)
+    run_original_zero_shot(args, argv, heldout, source_tok, rows)
+    original = find_row(rows, config, "original", target=SOURCE_TOKENIZER, method="none")["mean_bpb"]
+    teacher, after_swap_cache, windows = None, {}, None
+    for seed in args.train_seeds:
+        dataset = None
+        for arm in args.arms:
+            if find_row(rows, config, "train", args.train_target, seed=seed, arm=arm, any_seed=False,
+                        method=(ARMS[arm][0] or args.default_init or default_init_method())):
+                continue
+            teacher = teacher or load_source_model()
+            windows = windows or training_windows(train_texts, alignments.tokenizer(args.train_target), source_tok)
+            dataset = dataset or Dataset.from_dict({"text": shuffled(windows, seed)})
+            row = base_row(args, argv, heldout, "train", target=args.train_target, arm=arm, seed=seed,
+                           deterministic=False, train_windows=len(dataset))
+            try:
+                row.update(train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm, seed,
+                                     after_swap_cache))
+                row["gap_closed"] = gap_closed(row["curve"], original)
+            except Exception as err:  # noqa: BLE001
+                row.setdefault("method", ARMS[arm][0] or args.default_init or default_init_method())
+                row["error"] = f"{type(err).__name__}: {err}"
+            append_row(args.output, row)
+            rows.append(row)
+
+
+# ------------------------------------------------------------------------------------------ markdown
+def mean_std(values: list) -> str:
+    if not values:
+        return "—"
+    if len(values) == 1:
+        return f"{values[0]:.3f} (1)"
+    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f} ({len(values)})"
+
+
+def portable(command: str) -> str:
+    """The command with machine-specific absolute paths reduced to their file names."""
+    parts = []
+    for part in shlex.split(command):
+        if os.path.isabs(part):
+            path = Path(part)
+            part = str(path.relative_to(REPO)) if path.is_relative_to(REPO) else f".../{path.name}"
+        parts.append(part)
+    return shlex.join(parts)
+
+
+def config_label(config: dict) -> str:
+    return (f"held-out >= {config['heldout_bytes']} B/domain of whole documents ({', '.join(config['domains'])}); "
+            f"corpus {config['corpus_bytes']:,} B; GloVe dim {config['glove_dim']}, {config['glove_iterations']} "
+            f"iterations; {config['window_tokens']}-token windows")
+
+
+def after_swap_table(rows: list) -> list:
+    targets = list(dict.fromkeys(r["target"] for r in rows if r["phase"] == "after_swap"))
+    methods = list(dict.fromkeys(r["method"] for r in rows if r["phase"] == "after_swap"))
+    values = {(t, m): [r["mean_bpb"] for r in rows if r["phase"] == "after_swap" and r["target"] == t
+                       and r["method"] == m and "error" not in r] for t in targets for m in methods}
+    errors = {(r["target"], r["method"]) for r in rows if r["phase"] == "after_swap" and "error" in r}
+    deterministic = {r["method"] for r in rows if r["phase"] == "after_swap" and r.get("deterministic")}
+    best = {t: min((statistics.mean(values[t, m]), m) for m in methods if values[t, m])[1]
+            for t in targets if any(values[t, m] for m in methods)}
+    lines = ["| method | " + " | ".join(targets) + " |", "|---|" + "---:|" * len(targets)]
+    for method in methods:
+        cells = []
+        for target in targets:
+            cell = mean_std(values[target, method]) if values[target, method] else (
+                "error" if (target, method) in errors else "—")
+            cells.append(f"**{cell}**" if best.get(target) == method else cell)
+        label = f"{method} (deterministic)" if method in deterministic else method
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    original = [r for r in rows if r["phase"] == "original"]
+    if original:
+        lines.append("| *unswapped SmolLM2* | " + " | ".join(f"{original[-1]['mean_bpb']:.3f}" for _ in targets) + " |")
+    return lines
+
+
+def per_domain_table(rows: list) -> list:
+    chosen = [r for r in rows if r["phase"] in ("original", "after_swap") and "error" not in r]
+    if not chosen:
+        return []
+    domains = list(chosen[0]["bpb"])
+    groups = {}
+    for row in chosen:
+        groups.setdefault((row["target"], row["method"]), []).append(row)
+    lines = ["| target | method | " + " | ".join(domains) + " | mean |", "|---|---|" + "---:|" * (len(domains) + 1)]
+    for (target, method), group in groups.items():
+        cells = [statistics.mean(r["bpb"][d] for r in group) for d in domains]
+        lines.append(f"| {target} | {method} | " + " | ".join(f"{c:.3f}" for c in cells)
+                     + f" | {statistics.mean(r['mean_bpb'] for r in group):.3f} |")
+    return lines
+
+
+def train_table(rows: list) -> list:
+    train = [r for r in rows if r["phase"] == "train" and "error" not in r]
+    if not train:
+        return []
+    steps = sorted({int(s) for r in train for s in r["curve"]})
+    tasks = list(dict.fromkeys(t for r in train for t in r.get("zero_shot", {})))
+    header = ["arm", "target", "init", "recovery"] + [f"bpb @{s}" if s else "bpb after swap" for s in steps]
+    header += [f"gap closed @{s}" for s in steps if s] + [f"{t} acc / acc_norm" for t in tasks]
+    lines = ["| " + " | ".join(header) + " |", "|---|---|---|---|" + "---:|" * (len(header) - 4)]
+    groups = {}
+    for row in train:
+        groups.setdefault((row["arm"], row["target"], row["method"], row.get("recovery")), []).append(row)
+    for (arm, target, init, recovery), group in groups.items():
+        cells = [mean_std([r["curve"][str(s)]["mean_bpb"] for r in group if str(s) in r["curve"]]) for s in steps]
+        for s in steps[1:] if steps and steps[0] == 0 else steps:
+            gaps = [100 * r["gap_closed"][str(s)] for r in group if str(s) in r.get("gap_closed", {})]
+            cells.append(f"{statistics.mean(gaps):.1f}%" if gaps else "—")
+        for task in tasks:
+            accs = [r["zero_shot"][task] for r in group if task in r.get("zero_shot", {})]
+            cells.append(f"{statistics.mean(a['acc'] for a in accs):.3f} / {statistics.mean(a['acc_norm'] for a in accs):.3f}"
+                         f" ({len(accs)})" if accs else "—")
+        lines.append(f"| {arm} | {target} | {init} | {recovery} | " + " | ".join(cells) + " |")
+    original = [r for r in rows if r["phase"] == "original_zero_shot"]
+    if original and tasks:
+        zs = original[-1]["zero_shot"]
+        lines += ["", "Unswapped SmolLM2 zero-shot (acc / acc_norm, n): " + ", ".join(
+            f"{t} {zs[t]['acc']:.3f} / {zs[t]['acc_norm']:.3f} ({zs[t]['num_examples']})" for t in tasks if t in zs)]
+    return lines
+
+
+def error_lines(rows: list) -> list:
+    failed = [r for r in rows if "error" in r]
+    return [f"- {r['phase']} {r['target']} / {r.get('arm') or r['method']} seed {r.get('seed')}: {r['error'][:200]}"
+            for r in failed]
+
+
+def render_markdown(rows: list) -> str:
+    out = ["# Leaderboard: SmolLM2-135M with a new tokenizer", "",
+           "Generated by `bench/bench_leaderboard.py --table` from `leaderboard.jsonl`. Bits per byte (lower is better) "
+           "on held-out whole documents never seen by the alignment or training corpus; cells are the mean over "
+           "domains, then mean ± std over seeds (n). Bold: best method per target. Deterministic methods do not "
+           "depend on the seed and are scored once.", ""]
+    configs = list(dict.fromkeys(json.dumps(r["config"], sort_keys=True) for r in rows))
+    for key in configs:
+        group = [r for r in rows if json.dumps(r["config"], sort_keys=True) == key]
+        config = json.loads(key)
+        out += [f"## Setting: {config_label(config)}", ""]
+        sizes = group[-1]["heldout_bytes"]
+        out += ["Held-out bytes per domain: " + ", ".join(f"{d} {b:,}" for d, b in sizes.items()), ""]
+        if any(r["phase"] == "after_swap" for r in group):
+            out += ["### Right after the swap (mean bits per byte)", ""] + after_swap_table(group) + [""]
+            out += ["### Per domain (mean over seeds)", ""] + per_domain_table(group) + [""]
+        table = train_table(group)
+        if table:
+            out += ["### Training (mean bits per byte; gap closed = (after swap - after N) / (after swap - unswapped))",
+                    ""] + table + [""]
+        errors = error_lines(group)
+        if errors:
+            out += ["### Errors", ""] + errors + [""]
+    out += ["## Commands", ""] + [f"    {portable(c)}" for c in dict.fromkeys(r["command"] for r in rows)] + [""]
+    return "\n".join(out)
+
+
+def write_table(path) -> str:
+    rows = load_rows(path)
+    if not rows:
+        return f"(no rows in {path})"
+    text = render_markdown(rows)
+    Path(path).with_suffix(".md").write_text(text, encoding="utf-8")
+    return text
+
+
+# ------------------------------------------------------------------------------------------ main
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    if args.table:
+        print(write_table(args.output))
+        return 0
+    from tokswap import assets
+
+    torch.manual_seed(0)
+    started = time.perf_counter()
+    heldout, pieces = split_documents(load_domain_documents(), args.domains, args.heldout_bytes, args.corpus_bytes)
+    assert_disjoint(heldout, pieces)
+    train_texts = [piece for _, _, piece in pieces]
+    print(f"corpus: {len(train_texts)} pieces, {sum(len(t.encode()) for t in train_texts):,} B; held-out: "
+          + ", ".join(f"{d} {len(t.encode()):,} B ({len(i)} docs)" for d, (t, i) in heldout.items()), flush=True)
+    source_tok = assets.load_tokenizer(SOURCE_TOKENIZER)
+    alignments = Alignments(source_tok, train_texts, args)
+    rows = load_rows(args.output)
+    run_original(args, argv, heldout, source_tok, rows)
+    if not args.train_only:
+        run_after_swap(args, argv, heldout, alignments, source_tok, rows)
+    if args.train or args.train_only:
+        run_train(args, argv, heldout, alignments, source_tok, train_texts, rows)
+    print(write_table(args.output))
+    print(f"done in {time.perf_counter() - started:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
