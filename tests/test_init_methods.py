@@ -109,3 +109,22 @@ def test_focus_is_a_sparsemax_combination_of_shared_rows(pair):
 def test_registry_marks_seed_dependence():
     assert INIT_METHODS["omp"].uses_seed and INIT_METHODS["tokalign"].uses_seed
     assert not INIT_METHODS["fvt"].uses_seed and not INIT_METHODS["mean"].uses_seed
+
+
+def test_fvt_scaled_shrinks_only_multi_piece_rows(pair):
+    from tokswap.init_methods import source_pieces
+
+    source, target, target_to_source, codes = pair
+    new = np.flatnonzero(codes == RowSource.FALLBACK)
+    indptr, _ = source_pieces(source, target, new, len(source))
+    lengths = np.diff(indptr)
+    assert (lengths > 1).any()
+    weight = torch.randn(len(source), 8, dtype=torch.float64)
+    kwargs = dict(source_tokenizer=source, target_tokenizer=target)
+    fvt = get_init_method("fvt").initialize(weight, _alignment(pair, None), **kwargs)
+    scaled = get_init_method("fvt_scaled").initialize(weight, _alignment(pair, None), **kwargs)
+    multi, single = new[lengths > 1], new[lengths == 1]
+    assert torch.allclose(scaled[multi], 0.9 * fvt[multi])
+    assert torch.equal(scaled[single], fvt[single])
+    shared = np.flatnonzero(codes != RowSource.FALLBACK)
+    assert torch.equal(scaled[shared], fvt[shared])
