@@ -448,7 +448,7 @@ class ScaledFVTInit(FVTInit):
 
     def _scale_multi_piece_rows(self, out, rows, lengths) -> None:
         multi = rows[lengths > 1]
-        if len(multi) and self.scale != 1.0:
+        if len(multi) and self.scale != 1.0 and out.shape[1] > 1:  # an lm_head bias ([V, 1]) keeps its mean
             index = _as_index(multi, out.device)
             out[index] = out[index] * self.scale
 
