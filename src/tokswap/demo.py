@@ -75,7 +75,7 @@ class DemoConfig:
     use_prebuilt_alignment: bool = field(
         default=True, metadata={"help": "Look for a prebuilt alignment on the Hub before computing one."}
     )
-    init_method: str = field(default="fvt", metadata={"help": "How new embedding rows are initialized."})
+    init_method: str = field(default="fvt_scaled", metadata={"help": "How new embedding rows are initialized."})
     stage1_steps: int = field(default=20, metadata={"help": "Optimizer steps of stage 1 (embeddings + head)."})
     stage2_steps: int = field(default=10, metadata={"help": "Optimizer steps of stage 2 (whole model)."})
     stage1_learning_rate: float = field(default=6.4e-4, metadata={"help": "Peak learning rate of stage 1 (paper)."})

@@ -231,7 +231,7 @@ class TokenizerSwapper:
             alignment (`TokenAlignment`, `str` or `os.PathLike`, *optional*):
                 The alignment to use (object, folder, or Hub id). Without it: identity when the
                 tokenizers are equal, else a prebuilt one from the Hub, else computed on `corpus`.
-            init_method (`str`, defaults to `"fvt"`):
+            init_method (`str`, defaults to `"fvt_scaled"`):
                 One of `tokswap.init_methods.INIT_METHODS` (`DEFAULT_INIT_METHOD`, the measured best right after the
                 swap; `"tokalign"` is the paper's rule).
             corpus (*optional*):
