@@ -79,7 +79,7 @@ Runs on a free Colab T4 (or a CPU) in a few minutes.
         code("""
 SOURCE_MODEL = "HuggingFaceTB/SmolLM2-135M"  # the model to adapt (Hub id or local folder)
 TARGET_TOKENIZER = "Qwen/Qwen2.5-0.5B"      # the tokenizer it should speak (a tokenizer or model id)
-INIT_METHOD = "tokalign"                    # how new rows start: "tokalign", or a baseline
+INIT_METHOD = "fvt_scaled"                  # how new rows start: the measured best; "tokalign" is the paper
 PROMPT = "The capital of France is"
 MAX_NEW_TOKENS = 30
 OUTPUT_DIR = "swapped-model"
