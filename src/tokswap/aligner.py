@@ -97,8 +97,7 @@ class AlignmentConfig:
         default=0.9,
         metadata={"help": "Confidence gate: keep a GloVe match only if its score reaches the threshold above which "
                   "this share of the self-check pairs is matched right; the rest take the pieces fallback "
-                  "(None: keep every match, exactly as the paper). 0.9 gave 0.19-0.34 lower bits per byte right "
-                  "after the swap than None on four real tokenizer pairs (bench/RESULTS.md)."},
+                  "(None: keep every match, exactly as the paper)."},
     )
     chunk_size: int = field(default=2048, metadata={"help": "Target rows per similarity block in the matching."})
     corpus_bytes: int = field(
