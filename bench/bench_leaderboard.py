@@ -79,7 +79,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--train", action="store_true", help="also run phase 'train'")
     parser.add_argument("--train-only", action="store_true", help="run phase 'train' but not phase 'after_swap'")
     parser.add_argument("--train-target", default="qwen2.5")
-    parser.add_argument("--arms", nargs="+", default=["default", "ce", "fvt_ce"], choices=["default", "ce", "fvt_ce"])
+    parser.add_argument("--arms", nargs="+", default=["default", "self_distill", "fvt_ce"],
+                        choices=["default", "ce", "self_distill", "fvt_ce"],
+                        help="default: the library's init + recovery; ce / self_distill: the default init with that "
+                             "recovery; fvt_ce: fvt init + cross-entropy")
     parser.add_argument("--default-init", default=None,
                         help="init of arms default/ce (default: tokswap.init_methods.DEFAULT_INIT_METHOD or tokalign)")
     parser.add_argument("--train-seeds", nargs="+", type=int, default=[0, 1])
@@ -500,13 +503,20 @@ def adaptation_call(model, tokenizer, dataset, args, seed: int, recovery: str, t
     return adapt_vocabulary(model, tokenizer, dataset, VocabAdaptationConfig(**config_kwargs), **call_kwargs)
 
 
-ARMS = {"default": (None, "self_distill"), "ce": (None, "ce"), "fvt_ce": ("fvt", "ce")}  # arm: (init, recovery)
+# arm: (init, recovery); None = the library's default (DEFAULT_INIT_METHOD / VocabAdaptationConfig.recovery)
+ARMS = {"default": (None, None), "ce": (None, "ce"), "self_distill": (None, "self_distill"), "fvt_ce": ("fvt", "ce")}
+
+
+def default_recovery() -> str:
+    from tokswap.training import VocabAdaptationConfig
+
+    return getattr(VocabAdaptationConfig, "recovery", "ce")
 
 
 def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str, seed: int, after_swap_cache: dict):
     """Swap, score, train with checkpoint scores, score, zero-shot: the fields of one phase 'train' row."""
     init, recovery = ARMS[arm]
-    init = init or args.default_init or default_init_method()
+    init, recovery = init or args.default_init or default_init_method(), recovery or default_recovery()
     target_tok = alignments.tokenizer(args.train_target)
     started = time.perf_counter()
     model, tokenizer = swap(target_tok, alignments.get(args.train_target, seed), init, source_tok, seed)
@@ -565,8 +575,9 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
     for seed in args.train_seeds:
         dataset = None
         for arm in args.arms:
-            if find_row(rows, config, "train", args.train_target, seed=seed, arm=arm, any_seed=False,
-                        method=(ARMS[arm][0] or args.default_init or default_init_method())):
+            done = find_row(rows, config, "train", args.train_target, seed=seed, arm=arm, any_seed=False,
+                            method=(ARMS[arm][0] or args.default_init or default_init_method()))
+            if done and (done["train_steps"], done["stage1_steps"]) == (args.train_steps, args.stage1_steps):
                 continue
             teacher = teacher or load_source_model()
             windows = windows or training_windows(train_texts, alignments.tokenizer(args.train_target), source_tok)
@@ -661,7 +672,8 @@ def train_table(rows: list) -> list:
     lines = ["| " + " | ".join(header) + " |", "|---|---|---|---|" + "---:|" * (len(header) - 4)]
     groups = {}
     for row in train:
-        groups.setdefault((row["arm"], row["target"], row["method"], row.get("recovery")), []).append(row)
+        groups.setdefault((f"{row['arm']} ({row['train_steps']} steps)", row["target"], row["method"],
+                           row.get("recovery")), []).append(row)
     for (arm, target, init, recovery), group in groups.items():
         cells = [mean_std([r["curve"][str(s)]["mean_bpb"] for r in group if str(s) in r["curve"]]) for s in steps]
         for s in steps[1:] if steps and steps[0] == 0 else steps:

@@ -636,8 +636,13 @@ class OMPInit(InitMethod):
     needs_tokenizers = True
     uses_seed = True  # through the GloVe vectors (a donor space has no seed)
 
-    def __init__(self, k: int = 64, candidates: int = 256, batch_rows: int = 1024, ridge: float = 1e-6):
-        self.k, self.candidates, self.batch_rows, self.ridge = k, candidates, batch_rows, ridge
+    # Measured by leave-one-out on SmolLM2 -> Qwen2.5 (each shared token's source row predicted from the others,
+    # 100-dim GloVe space): with tokensurgeon's setting (raw vectors, near-zero ridge) 64 atoms fit the target
+    # vector's noise, the coefficients grow and the predicted rows are 5x off in squared error (82 bits per
+    # byte after the swap); unit vectors and a ridge of 0.1 bring that to 0.87, the best of k 4-64.
+    def __init__(self, k: int = 64, candidates: int = 256, batch_rows: int = 1024, ridge: float = 0.1,
+                 normalize: bool = True):
+        self.k, self.candidates, self.batch_rows, self.ridge, self.normalize = k, candidates, batch_rows, ridge, normalize
 
     def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
         self._require_tokenizers(source_tokenizer, target_tokenizer)
@@ -646,6 +651,8 @@ class OMPInit(InitMethod):
         space, atoms, new = target_space_rows(alignment, shared)
         if not len(atoms) or not len(new):
             return out
+        if self.normalize:  # directions, not GloVe norms (which follow frequency), are what transfers
+            space = torch.nn.functional.normalize(space, dim=1)
         dictionary = space[_as_index(atoms, "cpu")]
         atom_sources = _as_index(alignment.target_to_source[atoms], "cpu")
         for start in range(0, len(new), self.batch_rows):
