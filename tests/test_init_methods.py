@@ -6,6 +6,7 @@ import torch
 
 from tokswap.alignment import RowSource, TokenAlignment
 from tokswap.init_methods import (
+    OMPInit,
     INIT_METHODS,
     InitMethodError,
     get_init_method,
@@ -83,7 +84,9 @@ def test_omp_applies_target_space_coefficients_to_source_rows(pair):
     space[new[1]] = np.nan  # no vector: keeps the pieces mean (FVT)
     weight = torch.randn(len(source), 8, dtype=torch.float64)
     alignment = _alignment(pair, space)
-    out = get_init_method("omp").initialize(weight, alignment, source_tokenizer=source, target_tokenizer=target)
+    # tokensurgeon's setting (raw vectors, no ridge): the fit is exact and its coefficients carry over as they are
+    out = OMPInit(ridge=0.0, normalize=False).initialize(weight, alignment, source_tokenizer=source,
+                                                         target_tokenizer=target)
     expected = 0.25 * weight[target_to_source[a]] - 1.5 * weight[target_to_source[b]]
     assert torch.allclose(out[new[0]], expected, atol=1e-4)
     fvt = get_init_method("fvt").initialize(weight, alignment, source_tokenizer=source, target_tokenizer=target)
@@ -128,3 +131,19 @@ def test_fvt_scaled_shrinks_only_multi_piece_rows(pair):
     assert torch.equal(scaled[single], fvt[single])
     shared = np.flatnonzero(codes != RowSource.FALLBACK)
     assert torch.equal(scaled[shared], fvt[shared])
+
+
+def test_omp_default_rows_stay_in_the_source_rows_scale(pair):
+    """The default (unit vectors, ridge 0.1) keeps new rows within the norms of the rows it combines."""
+    source, target, target_to_source, codes = pair
+    new = np.flatnonzero(codes == RowSource.FALLBACK)
+    rng = np.random.default_rng(2)
+    space = rng.standard_normal((len(target), 16)).astype(np.float32)  # low-dimensional: raw OMP would overfit
+    weight = torch.randn(len(source), 8, dtype=torch.float64)
+    out = get_init_method("omp").initialize(weight, _alignment(pair, space), source_tokenizer=source,
+                                            target_tokenizer=target)
+    raw = OMPInit(ridge=0.0, normalize=False).initialize(weight, _alignment(pair, space), source_tokenizer=source,
+                                                         target_tokenizer=target)
+    limit = weight.norm(dim=1).max()
+    assert out[new].norm(dim=1).max() <= 2 * limit
+    assert out[new].norm(dim=1).max() < raw[new].norm(dim=1).max()
