@@ -21,6 +21,8 @@ _LAZY_EXPORTS = {
     "adapt_vocabulary": "tokswap.training",
     "TokenDistillationConfig": "tokswap.distillation",
     "TokenDistillationTrainer": "tokswap.distillation",
+    "make_draft": "tokswap.drafting",
+    "measure_speculative_decoding": "tokswap.drafting",
     "evaluate": "tokswap.evaluation",
     "bits_per_byte": "tokswap.evaluation",
     "TokswapError": "tokswap.errors",

@@ -1,4 +1,4 @@
-"""The `tokswap` command line: `tokswap align | swap | train | distill | eval | push | assets | demo`.
+"""The `tokswap` command line: `tokswap align | swap | train | distill | draft | eval | push | assets | demo`.
 
 Each feature module contributes its sub-command through a `register_cli(subparsers)` function
 that adds a parser and sets `func=callable(args) -> int`. Exit codes: 0 success, 2 a user error
@@ -25,6 +25,7 @@ _COMMANDS = {
     "swap": ("tokswap.swapper", "give a model a new tokenizer, initialized from an alignment"),
     "train": ("tokswap.training", "two-stage vocabulary adaptation on TRL"),
     "distill": ("tokswap.distillation", "token-level distillation from a teacher sharing the vocabulary"),
+    "draft": ("tokswap.drafting", "make a draft model for speculative decoding (swap + distill from the big model)"),
     "eval": ("tokswap.evaluation", "bits per byte, compression and zero-shot accuracy"),
     "push": ("tokswap.hub", "publish a swapped model or an alignment to the Hub"),
     "assets": ("tokswap.assets", "fetch and list the real tokenizers, models and data sets"),

@@ -341,6 +341,14 @@ class TokenizerSwapper:
         return cls(model, target_tokenizer, resolved, source_model_id, source_tokenizer, method.name, record)
 
     @classmethod
+    def for_drafting(cls, small_model, big_model, **kwargs) -> "TokenizerSwapper":
+        """`small_model` given `big_model`'s exact vocabulary, to serve as its `assistant_model`
+        (`tokswap.drafting.make_draft`; distill it next with `swapper.distill(dataset, teacher=big_model)`)."""
+        from .drafting import make_draft
+
+        return make_draft(small_model, big_model, **kwargs)
+
+    @classmethod
     def load(cls, directory: Union[str, os.PathLike], **model_kwargs) -> "TokenizerSwapper":
         """Reload a folder written by `save_pretrained` (model, tokenizer, alignment, record)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer

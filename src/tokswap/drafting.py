@@ -1,0 +1,314 @@
+"""Draft models for speculative decoding: a small model given a big model's exact vocabulary.
+
+transformers' assisted generation (`big.generate(..., assistant_model=draft)`) treats two models whose
+`config.vocab_size` is equal as sharing a tokenizer and compares their token ids directly; otherwise it needs
+both tokenizers and re-tokenizes the draft's text every step (Universal Assisted Generation). A draft made here
+has the big model's tokenizer, exactly its `vocab_size` (padding rows included), its special token ids and its
+generation config, so it plugs in with no bridging:
+
+    from tokswap import make_draft
+
+    swapper = make_draft("HuggingFaceTB/SmolLM2-135M", "Qwen/Qwen2.5-Coder-0.5B-Instruct")
+    swapper.distill(dataset, teacher="Qwen/Qwen2.5-Coder-0.5B-Instruct")   # token-level, same vocabulary
+    big.generate(**inputs, assistant_model=swapper.model, do_sample=False)
+
+`measure_speculative_decoding` reports what a draft buys: acceptance rate, tokens per big-model forward and
+wall-clock tokens per second, against the big model alone, with a check that greedy outputs are identical.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+from typing import Optional, Sequence, Union
+
+import torch
+
+from .errors import TokswapError
+from .utils import get_logger
+
+logger = get_logger(__name__)
+
+# generation settings a draft inherits from the model it drafts for (they decide when generation stops)
+_SPECIAL_IDS = ("bos_token_id", "eos_token_id", "pad_token_id")
+
+
+class DraftError(TokswapError):
+    """A draft model that cannot serve its big model (vocabulary sizes differ, ...)."""
+
+
+def _text_config(config):
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
+def _big_model_config(big, **kwargs):
+    """The big model's config, from a loaded model or a Hub id / folder (without loading its weights)."""
+    if hasattr(big, "config"):
+        return big.config
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(big, **kwargs)
+
+
+def _big_generation_config(big, config, **kwargs):
+    from transformers import GenerationConfig
+
+    if hasattr(big, "generation_config") and big.generation_config is not None:
+        return big.generation_config
+    try:
+        return GenerationConfig.from_pretrained(big, **kwargs)
+    except OSError:  # no generation_config.json: the one transformers derives from the model config
+        return GenerationConfig.from_model_config(config)
+
+
+def make_draft(small, big, big_tokenizer=None, **swap_kwargs):
+    """Give `small` the vocabulary of `big` so it can serve as `big.generate(assistant_model=...)`.
+
+    Args:
+        small (`str`, `os.PathLike` or `PreTrainedModel`): the draft's starting point (Hub id, folder, GGUF file,
+            tokswap asset name or model).
+        big (`str`, `os.PathLike` or `PreTrainedModel`): the model to draft for; only its config, tokenizer and
+            generation config are read when it is given by name.
+        big_tokenizer (*optional*): the big model's tokenizer, when it cannot be loaded from `big`.
+        swap_kwargs: passed to `TokenizerSwapper.from_pretrained` (`alignment`, `init_method`, `corpus`, `donor`,
+            `dtype`, ...). `pad_to_multiple_of` is set by this function.
+
+    Returns:
+        `TokenizerSwapper`: its model has exactly `big`'s `vocab_size`, special token ids and generation config;
+        `swap_record["draft_for"]` names `big`.
+    """
+    from .swapper import TokenizerSwapper
+
+    hub_kwargs = {k: v for k, v in swap_kwargs.items() if k in ("token", "revision", "trust_remote_code")}
+    big_config = _text_config(_big_model_config(big, **hub_kwargs))
+    tokenizer = big_tokenizer if big_tokenizer is not None else big
+    if hasattr(tokenizer, "config"):  # a loaded model: its tokenizer must be given
+        raise DraftError("`big` is a loaded model: pass its tokenizer as `big_tokenizer=`.")
+    if "pad_to_multiple_of" in swap_kwargs:
+        raise DraftError("make_draft sets the vocabulary size to the big model's; drop `pad_to_multiple_of`.")
+    vocab_size = int(big_config.vocab_size)
+    # rounding the tokenizer's length up to a multiple of vocab_size gives exactly vocab_size when it fits
+    swapper = TokenizerSwapper.from_pretrained(small, tokenizer, pad_to_multiple_of=vocab_size, **swap_kwargs)
+    rows = swapper.model.get_input_embeddings().weight.shape[0]
+    if rows != vocab_size:
+        raise DraftError(
+            f"The big model's vocab_size ({vocab_size}) is smaller than its tokenizer ({len(swapper.tokenizer)} "
+            "tokens): a draft cannot match it. Check that `big_tokenizer` belongs to `big`."
+        )
+    adopt_generation_settings(swapper.model, big_config, _big_generation_config(big, big_config, **hub_kwargs))
+    swapper.swap_record["draft_for"] = str(big if isinstance(big, (str, os.PathLike)) else big_config._name_or_path)
+    return swapper
+
+
+def adopt_generation_settings(draft, big_config, big_generation_config) -> None:
+    """Copy the big model's special token ids and generation config onto `draft` (in place)."""
+    import copy
+
+    draft_config = _text_config(draft.config)
+    for name in _SPECIAL_IDS:
+        value = getattr(big_config, name, None)
+        if value is not None:
+            setattr(draft_config, name, value)
+            if draft_config is not draft.config:
+                setattr(draft.config, name, value)
+    draft.generation_config = copy.deepcopy(big_generation_config)
+
+
+def check_draft_compatible(model, assistant) -> None:
+    """Raise `DraftError` unless `assistant` can draft for `model` without tokenizer bridging."""
+    big, small = _text_config(model.config).vocab_size, _text_config(assistant.config).vocab_size
+    if big != small:
+        raise DraftError(
+            f"The draft's vocab_size ({small}) differs from the model's ({big}): transformers would need both "
+            "tokenizers (Universal Assisted Generation). Make the draft with tokswap.make_draft(small, big)."
+        )
+
+
+@contextmanager
+def count_forwards(*models):
+    """Count the forward calls of each model (a list of ints, updated while the context is open)."""
+    counts = [0] * len(models)
+    handles = []
+    for index, model in enumerate(models):
+        def hook(_module, _args, _output, index=index):
+            counts[index] += 1
+
+        handles.append(model.register_forward_hook(hook))
+    try:
+        yield counts
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _generate(model, input_ids, max_new_tokens, **kwargs):
+    attention_mask = torch.ones_like(input_ids)
+    started = time.perf_counter()
+    with torch.inference_mode():
+        output = model.generate(input_ids, attention_mask=attention_mask, do_sample=False,
+                                max_new_tokens=max_new_tokens, **kwargs)
+    return output[0, input_ids.shape[1]:], time.perf_counter() - started
+
+
+def measure_speculative_decoding(
+    model,
+    tokenizer,
+    prompts: Sequence[str],
+    assistant=None,
+    assistant_tokenizer=None,
+    max_new_tokens: int = 64,
+    num_assistant_tokens: Optional[int] = None,
+    baseline: Optional[list] = None,
+) -> dict:
+    """Greedy generation with and without a draft: acceptance, tokens per forward, tokens per second, losslessness.
+
+    Args:
+        model: the big model; `tokenizer` its tokenizer.
+        prompts: texts to continue (batch size 1 each, as assisted generation requires).
+        assistant (*optional*): the draft. Without it only the big model alone is measured.
+        assistant_tokenizer (*optional*): the draft's own tokenizer when its vocabulary differs (Universal
+            Assisted Generation); not needed for a draft made by `make_draft`.
+        num_assistant_tokens (`int`, *optional*): draft tokens per step; `None` keeps the draft's generation
+            config (transformers' default: an adaptive schedule).
+        baseline (`list`, *optional*): the `"outputs"` of an earlier call without `assistant` on the same
+            prompts, reused instead of generating them again.
+
+    Returns:
+        `dict` with `new_tokens`, `seconds`, `tokens_per_second`, `target_forwards`, `tokens_per_forward` and,
+        with an assistant, `draft_forwards`, `acceptance_rate` (accepted / proposed draft tokens: each big-model
+        forward adds the accepted tokens plus one of its own, and each draft forward proposes one token; with
+        UAG proposed tokens are the draft's own), `lossless` (outputs equal the big model's alone, token for token)
+        and `mismatched_prompts`; `outputs` holds the generated ids.
+    """
+    if assistant is not None and assistant_tokenizer is None:
+        check_draft_compatible(model, assistant)
+    kwargs = {}
+    if assistant is not None:
+        kwargs["assistant_model"] = assistant
+        if assistant_tokenizer is not None:
+            kwargs.update(tokenizer=tokenizer, assistant_tokenizer=assistant_tokenizer)
+        if num_assistant_tokens is not None:
+            assistant.generation_config.num_assistant_tokens = num_assistant_tokens
+            assistant.generation_config.num_assistant_tokens_schedule = "constant"
+            # exactly n proposals per step: no early stop on the draft's own confidence
+            assistant.generation_config.assistant_confidence_threshold = 0.0
+    totals = dict(new_tokens=0, seconds=0.0, target_forwards=0, draft_forwards=0)
+    outputs = []
+    for prompt in prompts:
+        input_ids = tokenizer(prompt, return_tensors="pt").input_ids.to(model.device)
+        with count_forwards(model, *([assistant] if assistant is not None else [])) as counts:
+            generated, seconds = _generate(model, input_ids, max_new_tokens, **kwargs)
+        outputs.append(generated.tolist())
+        totals["new_tokens"] += len(generated)
+        totals["seconds"] += seconds
+        totals["target_forwards"] += counts[0]
+        totals["draft_forwards"] += counts[1] if assistant is not None else 0
+    result = {
+        **totals,
+        "tokens_per_second": totals["new_tokens"] / totals["seconds"] if totals["seconds"] else float("nan"),
+        "tokens_per_forward": totals["new_tokens"] / max(totals["target_forwards"], 1),
+        "outputs": outputs,
+    }
+    if assistant is not None:
+        accepted = totals["new_tokens"] - totals["target_forwards"]
+        result["acceptance_rate"] = accepted / totals["draft_forwards"] if totals["draft_forwards"] else float("nan")
+        if baseline is None:
+            baseline = measure_speculative_decoding(model, tokenizer, prompts, max_new_tokens=max_new_tokens)["outputs"]
+        mismatched = [i for i, (a, b) in enumerate(zip(outputs, baseline)) if a != b]
+        result.update(lossless=not mismatched, mismatched_prompts=mismatched)
+    else:
+        del result["draft_forwards"]
+    return result
+
+
+def load_draft_pair(big: Union[str, os.PathLike], draft: Union[str, os.PathLike], **model_kwargs):
+    """(big model, its tokenizer, draft model) loaded with plain transformers, checked to share the vocabulary."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(big, **model_kwargs).eval()
+    tokenizer = AutoTokenizer.from_pretrained(big)
+    assistant = AutoModelForCausalLM.from_pretrained(draft, **model_kwargs).eval()
+    check_draft_compatible(model, assistant)
+    return model, tokenizer, assistant
+
+
+# --------------------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------------------
+EPILOG = """examples:
+  tokswap draft smollm2-135m gemma-3-270m --output drafts/smollm2-for-gemma --no-distill
+  tokswap draft HuggingFaceTB/SmolLM2-135M Qwen/Qwen2.5-Coder-0.5B-Instruct --dataset code.jsonl \\
+      --output drafts/smollm2-for-qwen-coder --max-steps 200 --divergence forward_kl
+"""
+
+
+def register_cli(subparsers) -> None:
+    """Add `tokswap draft SMALL BIG --output DIR [--dataset PATH ...]`."""
+    import argparse
+
+    from .distillation import DIVERGENCES
+    from .init_methods import DEFAULT_INIT_METHOD, INIT_METHODS
+    from .training import add_run_arguments
+
+    parser = subparsers.add_parser(
+        "draft",
+        help="make a draft model for speculative decoding: swap SMALL onto BIG's vocabulary, distill it from BIG",
+        description="Give SMALL the exact vocabulary of BIG (its vocab_size, special ids and generation config), "
+        "then distill it from BIG token by token, so that BIG.generate(..., assistant_model=DRAFT) works with no "
+        "tokenizer bridging. The output folder loads with plain transformers.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("small", metavar="SMALL", help="the draft's starting point: Hub id, folder, GGUF or asset name")
+    parser.add_argument("big", metavar="BIG", help="the model to draft for: Hub id, folder or asset name")
+    parser.add_argument("--output", "-o", required=True, help="folder to write the draft to (new or empty)")
+    parser.add_argument("--overwrite", action="store_true", help="replace --output when it holds an earlier draft")
+    parser.add_argument("--dataset", help="text to distill on (.txt, .jsonl, .parquet, dataset folder)")
+    parser.add_argument("--no-distill", action="store_true", help="only swap (measure the draft before distillation)")
+    parser.add_argument("--alignment", help="alignment folder or Hub id (default: prebuilt, else computed)")
+    parser.add_argument("--corpus", help="text to compute the alignment on, when it must be computed")
+    parser.add_argument("--init-method", default=DEFAULT_INIT_METHOD, choices=sorted(INIT_METHODS))
+    parser.add_argument("--divergence", choices=DIVERGENCES, default="forward_kl")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--alpha", type=float, default=0.0, help="weight of the cross-entropy (default 0: pure KD)")
+    parser.add_argument("--max-steps", type=int, default=-1, help="optimizer steps (default: one epoch)")
+    parser.add_argument("--lr", type=float, default=5e-5, help="peak learning rate")
+    add_run_arguments(parser, max_length=512, batch_size=4, grad_accum=1, save_steps=500, logging_steps=10, seed=42)
+    parser.set_defaults(func=_cli_draft)
+
+
+def _cli_draft(args) -> int:
+    from .swapper import TOKSWAP_CONFIG_NAME
+    from .utils import check_local_path, check_output_dir
+
+    check_output_dir(args.output, args.overwrite, TOKSWAP_CONFIG_NAME)
+    for given, what in ((args.small, "SMALL"), (args.big, "BIG"), (args.dataset, "The dataset")):
+        check_local_path(given, what)
+    if not args.no_distill and not args.dataset:
+        raise DraftError("Distilling the draft needs text: pass --dataset PATH (or --no-distill to only swap).")
+    swapper = make_draft(args.small, args.big, alignment=args.alignment, corpus=args.corpus,
+                         init_method=args.init_method)
+    if not args.no_distill:
+        _distill_draft(swapper, args)
+    swapper.save_pretrained(args.output, overwrite=args.overwrite)
+    print(f"Saved a draft for {args.big} ({swapper.model.config.vocab_size} rows, "
+          f"{'distilled' if not args.no_distill else 'not distilled'}) to {args.output}")
+    return 0
+
+
+def _distill_draft(swapper, args) -> None:
+    import tempfile
+
+    from .distillation import TokenDistillationConfig
+    from .training import load_model_for_training, load_training_dataset, run_arguments
+
+    dataset = load_training_dataset(args.dataset)
+    teacher, teacher_tokenizer = load_model_for_training(args.big)
+    with tempfile.TemporaryDirectory(prefix="tokswap-draft-") as workdir:  # checkpoints; the draft is saved after
+        config = TokenDistillationConfig(
+            output_dir=workdir, alpha=args.alpha, temperature=args.temperature, divergence=args.divergence,
+            max_steps=args.max_steps, learning_rate=args.lr, lr_scheduler_type="cosine", warmup_steps=0.03,
+            packing=True, **{**run_arguments(args), "resume_from_checkpoint": None},
+        )
+        swapper.distill(dataset, teacher, config, teacher_tokenizer=teacher_tokenizer)

@@ -1,0 +1,152 @@
+"""Draft models for speculative decoding: exact vocabulary, generation settings, lossless assisted generation."""
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from tokswap.alignment import RowSource, TokenAlignment, tokenizer_fingerprint
+from tokswap.drafting import DraftError, check_draft_compatible, make_draft, measure_speculative_decoding
+from tokswap.init_methods import source_pieces
+
+TEXTS = [
+    "def add(a, b):\n    return a + b\n",
+    "The quick brown fox jumps over the lazy dog, and the dog sleeps.",
+    "for i in range(10):\n    print(i * i)\n",
+    "A draft model proposes tokens; the big model checks them all in one forward pass.",
+] * 20
+PROMPTS = ["def add(a, b):", "The quick brown", "for i in range(3):"]
+
+
+def _pieces_alignment(source_tokenizer, target_tokenizer) -> TokenAlignment:
+    """Identical tokens map directly; every other target token is the mean of its source pieces."""
+    source_vocab = source_tokenizer.get_vocab()
+    n = len(target_tokenizer)
+    target_to_source = np.zeros(n, dtype=np.int64)
+    codes = np.full(n, RowSource.FALLBACK, dtype=np.int8)
+    for token, target_id in target_tokenizer.get_vocab().items():
+        if token in source_vocab and target_id < n:
+            target_to_source[target_id], codes[target_id] = source_vocab[token], RowSource.IDENTICAL
+    fallback = np.flatnonzero(codes == RowSource.FALLBACK)
+    piece_indptr, pieces = source_pieces(source_tokenizer, target_tokenizer, fallback, len(source_tokenizer))
+    lengths = np.zeros(n, dtype=np.int64)
+    lengths[fallback] = np.diff(piece_indptr)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    return TokenAlignment(
+        target_to_source=target_to_source, row_sources=codes, fallback_indptr=indptr, fallback_indices=pieces,
+        config={"source_tokenizer": tokenizer_fingerprint(source_tokenizer),
+                "target_tokenizer": tokenizer_fingerprint(target_tokenizer)},
+    )
+
+
+def _tiny_llama(tokenizer, vocab_size, seed, layers=2):
+    config = transformers.LlamaConfig(
+        vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=4,
+        num_key_value_heads=2, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        max_position_embeddings=256,
+    )
+    torch.manual_seed(seed)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory, train_bpe_tokenizer):
+    """(small model folder + tokenizer, big model folder + tokenizer): different BPE vocabularies."""
+    small_tok = train_bpe_tokenizer(TEXTS, 300)
+    big_tok = train_bpe_tokenizer(TEXTS[::-1] + ["extra words for a different vocabulary"] * 5, 360)
+    root = tmp_path_factory.mktemp("draft-pair")
+    small, big = root / "small", root / "big"
+    _tiny_llama(small_tok, len(small_tok), seed=0).save_pretrained(small)
+    small_tok.save_pretrained(small)
+    big_model = _tiny_llama(big_tok, len(big_tok) + 29, seed=1, layers=3)  # padded: vocab_size > len(tokenizer)
+    big_model.generation_config.eos_token_id = big_tok.eos_token_id
+    big_model.save_pretrained(big)
+    big_tok.save_pretrained(big)
+    return small, small_tok, big, big_tok
+
+
+@pytest.fixture(scope="module")
+def draft(pair):
+    small, small_tok, big, big_tok = pair
+    return make_draft(str(small), str(big), alignment=_pieces_alignment(small_tok, big_tok))
+
+
+def test_draft_has_the_big_models_exact_vocabulary_and_settings(pair, draft):
+    _, _, big, big_tok = pair
+    big_model = transformers.AutoModelForCausalLM.from_pretrained(big)
+    assert draft.model.config.vocab_size == big_model.config.vocab_size == len(big_tok) + 29
+    assert draft.model.get_input_embeddings().weight.shape[0] == big_model.config.vocab_size
+    assert draft.model.get_output_embeddings().weight.shape[0] == big_model.config.vocab_size
+    assert draft.model.config.eos_token_id == big_model.config.eos_token_id
+    assert draft.model.generation_config.eos_token_id == big_model.generation_config.eos_token_id
+    assert draft.swap_record["draft_for"] == str(big)
+    check_draft_compatible(big_model, draft.model)
+
+
+def test_assisted_generation_is_lossless_and_counts_acceptance(pair, draft):
+    _, _, big, big_tok = pair
+    big_model = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
+    alone = measure_speculative_decoding(big_model, big_tok, PROMPTS, max_new_tokens=24)
+    assert alone["target_forwards"] >= alone["new_tokens"] > 0  # one forward per token without a draft
+    assisted = measure_speculative_decoding(big_model, big_tok, PROMPTS, assistant=draft.model.eval(),
+                                            max_new_tokens=24, num_assistant_tokens=4, baseline=alone["outputs"])
+    assert assisted["lossless"], assisted["mismatched_prompts"]
+    assert assisted["outputs"] == alone["outputs"]
+    assert 0.0 <= assisted["acceptance_rate"] <= 1.0
+    assert assisted["draft_forwards"] > 0
+
+
+def test_the_big_model_as_its_own_draft_accepts_everything(pair):
+    _, _, big, big_tok = pair
+    big_model = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
+    twin = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
+    result = measure_speculative_decoding(big_model, big_tok, PROMPTS, assistant=twin, max_new_tokens=24,
+                                          num_assistant_tokens=4)
+    assert result["lossless"]
+    assert result["acceptance_rate"] > 0.9
+    assert result["tokens_per_forward"] > 2.5  # up to 4 accepted + 1 per big-model forward
+
+
+def test_a_draft_with_another_vocabulary_is_refused(pair):
+    small, _, big, _ = pair
+    with pytest.raises(DraftError, match="make_draft"):
+        check_draft_compatible(transformers.AutoModelForCausalLM.from_pretrained(big),
+                               transformers.AutoModelForCausalLM.from_pretrained(small))
+
+
+def test_make_draft_refuses_a_vocabulary_size_override(pair):
+    small, _, big, _ = pair
+    with pytest.raises(DraftError, match="pad_to_multiple_of"):
+        make_draft(str(small), str(big), pad_to_multiple_of=64)
+
+
+def test_cli_draft_swaps_distills_and_saves_a_plain_transformers_folder(pair, tmp_path):
+    from tokswap import cli
+
+    small, small_tok, big, big_tok = pair
+    alignment = tmp_path / "alignment"
+    _pieces_alignment(small_tok, big_tok).save_pretrained(alignment)
+    dataset = tmp_path / "text.txt"
+    dataset.write_text("\n\n".join(TEXTS[:16]))
+    out = tmp_path / "draft"
+    code = cli.main(["draft", str(small), str(big), "--output", str(out), "--alignment", str(alignment),
+                     "--dataset", str(dataset), "--max-steps", "2", "--batch-size", "2", "--max-length", "32",
+                     "--logging-steps", "1"])
+    assert code == 0
+    draft = transformers.AutoModelForCausalLM.from_pretrained(out)
+    big_model = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
+    check_draft_compatible(big_model, draft)
+    result = measure_speculative_decoding(big_model, big_tok, PROMPTS[:1], assistant=draft.eval(), max_new_tokens=12,
+                                          num_assistant_tokens=3)
+    assert result["lossless"]
+
+
+def test_cli_draft_without_text_is_a_one_line_user_error(pair, tmp_path, capsys):
+    from tokswap import cli
+
+    small, _, big, _ = pair
+    assert cli.main(["draft", str(small), str(big), "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--dataset" in err[0]
+    assert not (tmp_path / "out").exists()
