@@ -150,3 +150,16 @@ def test_cli_draft_without_text_is_a_one_line_user_error(pair, tmp_path, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--dataset" in err[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_a_drafts_card_names_the_big_model_and_its_measurements(draft):
+    from tokswap.cards import render_model_card
+
+    record = {**draft.swap_record, "draft_for": "Qwen/Qwen2.5-Coder-0.5B-Instruct", "speculative_decoding": {
+        "code": {"acceptance_rate": 0.61, "tokens_per_forward": 2.4, "speedup": 1.35, "num_assistant_tokens": 4}}}
+    card = str(render_model_card("me/smollm2-draft", {"architectures": ["LlamaForCausalLM"]}, record))
+    assert "draft for [`Qwen/Qwen2.5-Coder-0.5B-Instruct`]" in card
+    assert "assistant_model=draft" in card
+    assert "| code | 4 | 61.0% | 2.40 | 1.35x |" in card
+    plain = str(render_model_card("me/plain", {"architectures": ["LlamaForCausalLM"]}, {}))
+    assert "Speculative decoding" not in plain

