@@ -15,7 +15,9 @@ tokens), new tokens per big-model forward, tokens per second, and whether every 
 alone token for token (lossless). Distillation text (Python standard library files, English Wikipedia
 summaries, MBPP problems with solutions) never contains an evaluation prompt.
 
-    python bench/bench_draft.py                     # writes bench/results/draft.jsonl and draft.md
+    python bench/bench_draft.py --cache DIR --distill-only   # the slow part: make and save the drafts
+    python bench/bench_draft.py --cache DIR                  # measure (reuses the drafts); writes
+                                                             # bench/results/draft.jsonl and draft.md
     python bench/bench_draft.py --quick --output /tmp/draft-quick.jsonl   # smoke test (minutes)
 """
 
@@ -50,6 +52,10 @@ def parse_args(argv=None):
     parser.add_argument("--divergences", nargs="+", default=["forward_kl"], choices=["forward_kl", "reverse_kl", "jsd"])
     parser.add_argument("--threads", type=int, default=2, help="torch threads (timings are per this many cores)")
     parser.add_argument("--quick", action="store_true", help="2 prompts, 16 tokens, 2 distillation steps")
+    parser.add_argument("--cache", default=None,
+                        help="folder where the drafts are saved and, on a later run, reused (distillation is the slow "
+                             "part; default: no reuse)")
+    parser.add_argument("--distill-only", action="store_true", help="make and save the drafts into --cache, no timing")
     parser.add_argument("--output", default="bench/results/draft.jsonl")
     parser.add_argument("--table", action="store_true", help="re-render the markdown from --output and exit")
     args = parser.parse_args(argv)
@@ -153,6 +159,31 @@ def code_perplexity(model, tokenizer, n: int = 20) -> float:
     return float(torch.tensor(nll / count).exp())
 
 
+def make_drafts(big, corpus: list, args):
+    """{"swapped": model, divergence: distilled model}, {divergence: distillation log}; reused from --cache."""
+    from transformers import AutoModelForCausalLM
+
+    from tokswap import assets
+
+    cache = Path(args.cache) if args.cache else None
+    drafts, logs = {}, {}
+    for name in ["swapped", *args.divergences]:
+        folder = cache / f"{name}-{args.distill_steps}" if cache else None
+        if folder is not None and (folder / "draft_log.json").is_file():
+            drafts[name] = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+            logs[name] = json.loads((folder / "draft_log.json").read_text())
+            continue
+        swapper, seconds = swapped_draft(assets.model_path(BIG), corpus)
+        logs[name] = {"swap_seconds": seconds}
+        if name != "swapped":
+            logs[name].update(distill(swapper, big, corpus, name, args))
+        if folder is not None:
+            swapper.save_pretrained(folder, overwrite=True)
+            (folder / "draft_log.json").write_text(json.dumps(logs[name]))
+        drafts[name] = swapper.model.eval()
+    return drafts, logs
+
+
 # ------------------------------------------------------------------------------------------ measuring
 def measure(big, big_tok, prompts: dict, args, assistant=None, assistant_tokenizer=None, n=None, baselines=None):
     from tokswap.drafting import measure_speculative_decoding
@@ -243,6 +274,10 @@ def main(argv=None) -> int:
              "machine": f"{platform.machine()} CPU", "torch": torch.__version__}]
     rows[0]["big_model_humaneval_perplexity"] = round(code_perplexity(big, big_tok, 2 if args.quick else 20), 3)
     print(rows[0], flush=True)
+    drafts, logs = make_drafts(big, corpus, args)
+    if args.distill_only:
+        print({name: log for name, log in logs.items()})
+        return 0
     alone = measure(big, big_tok, prompts, args)
     baselines = {kind: r["outputs"] for kind, r in alone.items()}
     rows.append(summary_row("big model alone", None, alone, alone))
@@ -259,15 +294,10 @@ def main(argv=None) -> int:
     small, small_tok = load(SMALL)
     sweep("UAG: original SmolLM2-135M + its tokenizer", small, small_tok)
     del small
-    swapper, seconds = swapped_draft(assets.model_path(BIG), corpus)
-    rows[0]["swap_seconds"] = seconds
-    sweep("swapped SmolLM2 draft, not distilled", swapper.model.eval())
+    sweep("swapped SmolLM2 draft, not distilled", drafts["swapped"])
     for divergence in args.divergences:
-        if divergence != args.divergences[0]:
-            swapper, _ = swapped_draft(assets.model_path(BIG), corpus)
-        log = distill(swapper, big, corpus, divergence, args)
-        rows.append({"arm": "distillation", "divergence": divergence, **log})
-        sweep(f"swapped + distilled ({divergence})", swapper.model.eval())
+        rows.append({"arm": "distillation", "divergence": divergence, **logs[divergence]})
+        sweep(f"swapped + distilled ({divergence})", drafts[divergence])
     write(rows, args.output)
     print(render(rows))
     return 0
