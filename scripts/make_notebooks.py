@@ -393,11 +393,124 @@ print(card.text[:1500])
     ])
 
 
+# ---------------------------------------------------------------------------------------- 5
+def make_draft():
+    return notebook([
+        md("""
+# Make a draft model for speculative decoding
+
+Speculative decoding lets a small *draft* model propose a few tokens that the big model then checks in one
+forward pass; with greedy decoding the output is exactly the big model's. transformers wants the draft to
+share the big model's vocabulary; otherwise it re-tokenizes the draft's text at every step (Universal
+Assisted Generation), which costs time and acceptance.
+
+tokswap makes such a draft from any small model: it gives the small model the big model's exact vocabulary
+(`vocab_size`, special token ids, generation config), then distills it from the big model token by token.
+The result is a plain transformers folder you pass as `assistant_model`.
+"""),
+        code(INSTALL, tags=["install"]),
+        md("## Settings"),
+        code("""
+SMALL_MODEL = "HuggingFaceTB/SmolLM2-135M"
+BIG_MODEL = "Qwen/Qwen2.5-Coder-0.5B-Instruct"
+DATASET = "bigcode/the-stack-smol"     # a Hub dataset, or a local .jsonl / .txt file
+DATASET_CONFIG = None
+DATASET_DIR = "data/python"
+DATASET_SPLIT = "train"
+TEXT_COLUMN = "content"
+MAX_DOCUMENTS = 5_000
+MAX_LENGTH = 256
+BATCH_SIZE = 8
+DISTILL_STEPS = 300
+DIVERGENCE = "forward_kl"               # or "reverse_kl", "jsd"
+PROMPTS = ["def fibonacci(n):", "import numpy as np\\n\\ndef normalize(x):", "The three laws of motion are"]
+MAX_NEW_TOKENS = 64
+NUM_ASSISTANT_TOKENS = 5
+OUTPUT_DIR = "draft-model"
+""", tags=["parameters"]),
+        md("## Data"),
+        code("""
+from datasets import load_dataset
+
+if DATASET.endswith((".jsonl", ".json")):
+    dataset = load_dataset("json", data_files=DATASET, split="train")
+elif DATASET.endswith(".txt"):
+    dataset = load_dataset("text", data_files=DATASET, split="train")
+else:
+    dataset = load_dataset(DATASET, DATASET_CONFIG, data_dir=DATASET_DIR, split=DATASET_SPLIT)
+if TEXT_COLUMN != "text":
+    dataset = dataset.rename_column(TEXT_COLUMN, "text")
+dataset = dataset.filter(lambda row: len(row["text"].strip()) > 20)
+train_data = dataset.select(range(min(MAX_DOCUMENTS, len(dataset)))).select_columns(["text"])
+print(len(train_data), "training documents")
+"""),
+        md("## The big model, and the draft before distillation"),
+        code("""
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from tokswap import TokenizerSwapper, measure_speculative_decoding
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+big = AutoModelForCausalLM.from_pretrained(BIG_MODEL).to(device).eval()
+big_tokenizer = AutoTokenizer.from_pretrained(BIG_MODEL)
+swapper = TokenizerSwapper.for_drafting(SMALL_MODEL, BIG_MODEL)
+swapper.model.to(device)
+assert swapper.model.config.vocab_size == big.config.vocab_size
+alone = measure_speculative_decoding(big, big_tokenizer, PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
+
+
+def measure(label):
+    result = measure_speculative_decoding(big, big_tokenizer, PROMPTS, assistant=swapper.model.eval(),
+                                          max_new_tokens=MAX_NEW_TOKENS, num_assistant_tokens=NUM_ASSISTANT_TOKENS,
+                                          baseline=alone["outputs"])
+    row = {"acceptance_rate": round(result["acceptance_rate"], 3),
+           "tokens_per_forward": round(result["tokens_per_forward"], 2),
+           "speedup": round(result["tokens_per_second"] / alone["tokens_per_second"], 2),
+           "num_assistant_tokens": NUM_ASSISTANT_TOKENS, "lossless": result["lossless"]}
+    swapper.swap_record.setdefault("speculative_decoding", {})[label] = row  # the model card shows this table
+    print(f"{label:>20}: {row}")
+
+
+measure("before distillation")
+"""),
+        md("## Distill the draft from the big model"),
+        code("""
+from tokswap.distillation import TokenDistillationConfig
+
+config = TokenDistillationConfig(
+    output_dir=f"{OUTPUT_DIR}-runs/distill",  # checkpoints beside the saved model, not inside it
+    max_steps=DISTILL_STEPS,
+    max_length=MAX_LENGTH,
+    per_device_train_batch_size=BATCH_SIZE,
+    learning_rate=2e-4,
+    alpha=0.0,                  # pure distillation: the draft should predict what the big model predicts
+    divergence=DIVERGENCE,
+    logging_steps=max(1, DISTILL_STEPS // 10),
+    save_strategy="no",
+    report_to="none",
+)
+swapper.distill(train_data, big, config, teacher_tokenizer=big_tokenizer)
+measure("after distillation")
+"""),
+        md("## Use it, save it\n\nThe saved folder loads with plain transformers; `swapper.push_to_hub(repo_id)` writes a card that names the model it drafts for and the table above."),
+        code("""
+inputs = big_tokenizer(PROMPTS[0], return_tensors="pt").to(device)
+output = big.generate(**inputs, assistant_model=swapper.model, do_sample=False, max_new_tokens=MAX_NEW_TOKENS)
+print(big_tokenizer.decode(output[0], skip_special_tokens=True))
+swapper.save_pretrained(OUTPUT_DIR, overwrite=True)
+print("saved to", OUTPUT_DIR)
+"""),
+        md(CITATION),
+    ])
+
+
 NOTEBOOKS = {
     "01_swap_with_prebuilt_alignment.ipynb": swap_with_prebuilt,
     "02_build_your_own_alignment.ipynb": build_alignment,
     "03_train_and_distill.ipynb": train_and_distill,
     "04_push_to_hub.ipynb": push,
+    "05_make_a_draft_model.ipynb": make_draft,
 }
 
 

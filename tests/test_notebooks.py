@@ -208,3 +208,21 @@ def test_push_notebook(world, tmp_path, hub_api, hub_user):
     assert card.data.base_model == world["ids"]["model"] and card.data.license == "apache-2.0"
     assert "tokswap" in card.data.tags
     assert "base_model_relation: finetune" in outputs_text(nb)
+
+
+def test_make_a_draft_model_notebook(world, tmp_path):
+    nb = run_notebook(
+        "05_make_a_draft_model.ipynb",
+        {
+            "SMALL_MODEL": world["ids"]["model"], "BIG_MODEL": world["ids"]["teacher"], "DATASET": world["data"],
+            "TEXT_COLUMN": "text", "MAX_DOCUMENTS": 60, "MAX_LENGTH": 64, "BATCH_SIZE": 2, "DISTILL_STEPS": 2,
+            "MAX_NEW_TOKENS": 8, "NUM_ASSISTANT_TOKENS": 3,
+        },
+        tmp_path, world["namespace"],
+    )
+    record = json.loads((tmp_path / "draft-model" / "tokswap_config.json").read_text())
+    assert record["draft_for"] == world["ids"]["teacher"]
+    measured = record["speculative_decoding"]
+    assert set(measured) == {"before distillation", "after distillation"}
+    assert all(row["lossless"] and 0 <= row["acceptance_rate"] <= 1 for row in measured.values())
+    assert "after distillation" in outputs_text(nb)
