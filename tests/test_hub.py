@@ -449,3 +449,175 @@ def test_local_paths_are_not_published(assets, namespace, hub_user):
     assert "/home/alice" not in card and "my-tok" in card
     # the local object is untouched
     assert alignment.config["source_tokenizer"]["name_or_path"] == "/home/alice/private/tokenizers/my-tok"
+
+
+# ---------------------------------------------------------------------------------------- integrity (no card needed)
+def _forge_weights(path, out, edit):
+    """A copy of the alignment file at `path` with `edit(target_to_source)` applied, written to `out`."""
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(str(path))
+    tensors["target_to_source"] = edit(tensors["target_to_source"].copy())
+    save_file(tensors, str(out), metadata={"format": "np"})
+    return out
+
+
+def _one_id_changed(ids):
+    ids[7] = ids[7] + 1
+    return ids
+
+
+def _all_zero(ids):
+    return np.zeros_like(ids)
+
+
+def test_saved_alignment_records_checksums(assets, tmp_path):
+    from tokswap.alignment import INTEGRITY_KEY, config_digest
+    from tokswap.utils import sha256_file
+
+    folder = simple_alignment(assets["source"], assets["target"]).save_pretrained(tmp_path / "al")
+    config = json.loads((folder / "alignment_config.json").read_text())
+    record = config[INTEGRITY_KEY]
+    assert record["weights_sha256"] == sha256_file(folder / "alignment.safetensors")
+    assert record["config_sha256"] == config_digest(config)
+    assert config["source_tokenizer"]["vocab_hash"] and config["target_tokenizer"]["vocab_hash"]
+    loaded = TokenAlignment.from_pretrained(folder)
+    # saving a loaded alignment again records fresh checksums that verify
+    again = loaded.save_pretrained(tmp_path / "again")
+    assert TokenAlignment.from_pretrained(again).num_target_rows == loaded.num_target_rows
+
+
+@pytest.mark.parametrize("edit", ["one-id", "all-zero", "config", "old-format", "no-vocab-hash", "swapped"])
+def test_edited_local_alignment_is_refused_unless_trusted(assets, tmp_path, tokswap_logs, edit):
+    from tokswap.alignment import INTEGRITY_KEY, UnverifiedAlignmentError, config_digest
+
+    folder = simple_alignment(assets["source"], assets["target"]).save_pretrained(tmp_path / "al")
+    weights, config_file = folder / "alignment.safetensors", folder / "alignment_config.json"
+    config = json.loads(config_file.read_text())
+    expected = {"one-id": "changed outside tokswap", "all-zero": "changed outside tokswap",
+                "config": "was edited", "old-format": "records no checksums",
+                "no-vocab-hash": "no source tokenizer vocabulary hash", "swapped": "changed outside tokswap"}[edit]
+    if edit in ("one-id", "all-zero"):
+        _forge_weights(weights, tmp_path / "forged.safetensors", _one_id_changed if edit == "one-id" else _all_zero)
+        os.replace(tmp_path / "forged.safetensors", weights)
+    elif edit == "config":
+        config["target_tokenizer"]["vocab_hash"] = "0" * 64  # e.g. relabelled for another tokenizer
+        config_file.write_text(json.dumps(config, indent=2))
+    elif edit == "old-format":
+        del config[INTEGRITY_KEY]  # what tokswap wrote before checksums
+        config_file.write_text(json.dumps(config, indent=2))
+    elif edit == "no-vocab-hash":  # consistent checksums, but nothing to check the tokenizers against
+        del config["source_tokenizer"]["vocab_hash"]
+        config[INTEGRITY_KEY]["config_sha256"] = config_digest(config)
+        config_file.write_text(json.dumps(config, indent=2))
+    else:  # the weights of another alignment folder (another tokenizer pair) beside this config
+        other = simple_alignment(assets["source"], assets["other"]).save_pretrained(tmp_path / "other")
+        os.replace(other / "alignment.safetensors", weights)
+    with pytest.raises(UnverifiedAlignmentError) as excinfo:
+        TokenAlignment.from_pretrained(folder)
+    message = str(excinfo.value)
+    assert expected in message and "trust_unverified=True" in message and "tokswap align" in message
+    assert isinstance(excinfo.value, AlignmentError)
+    if edit == "swapped":  # trusting the files does not make arrays of another size fit this config
+        with pytest.raises(AlignmentError, match="disagree on the number of target rows"):
+            TokenAlignment.from_pretrained(folder, trust_unverified=True)
+    else:
+        assert TokenAlignment.from_pretrained(folder, trust_unverified=True).num_target_rows > 0  # explicit opt-in
+    assert "Using it anyway (trust_unverified=True)" in tokswap_logs.text
+
+
+def _tamper_on_hub(hub_api, repo_id, tmp_path, edit=_one_id_changed):
+    from huggingface_hub import hf_hub_download
+
+    path = hf_hub_download(repo_id, "alignment.safetensors")
+    forged = _forge_weights(path, tmp_path / "forged.safetensors", edit)
+    hub_api.upload_file(path_or_fileobj=str(forged), path_in_repo="alignment.safetensors", repo_id=repo_id)
+
+
+def test_hub_alignment_without_card_is_still_checked(assets, namespace, hub_api, tmp_path):
+    from tokswap.alignment import UnverifiedAlignmentError
+
+    repo_id = f"{namespace}/no-card"
+    simple_alignment(assets["source"], assets["target"]).push_to_hub(repo_id, update_index=False)
+    hub_api.delete_file("README.md", repo_id=repo_id)
+    assert TokenAlignment.from_pretrained(repo_id).num_target_rows == len(assets["target"])  # intact: fine
+    _tamper_on_hub(hub_api, repo_id, tmp_path, _all_zero)
+    with pytest.raises(UnverifiedAlignmentError, match="changed outside tokswap"):
+        TokenAlignment.from_pretrained(repo_id)
+    assert TokenAlignment.from_pretrained(repo_id, trust_unverified=True).target_to_source.max() == 0
+
+
+def test_hub_alignment_with_broken_card_is_still_checked(assets, namespace, hub_api, tmp_path, tokswap_logs):
+    from tokswap.alignment import UnverifiedAlignmentError
+
+    repo_id = f"{namespace}/broken-card"
+    simple_alignment(assets["source"], assets["target"]).push_to_hub(repo_id, update_index=False)
+    # the Hub refuses to store a card with broken YAML, so break the copy huggingface_hub cached
+    from huggingface_hub import hf_hub_download
+
+    card = os.path.realpath(hf_hub_download(repo_id, "README.md"))
+    with open(card, "w", encoding="utf-8") as handle:
+        handle.write("---\ntokswap: [unclosed\n  : :\n---\n")
+    _tamper_on_hub(hub_api, repo_id, tmp_path)
+    with pytest.raises(UnverifiedAlignmentError, match="changed outside tokswap"):
+        TokenAlignment.from_pretrained(repo_id)
+    assert "Could not read the card" in tokswap_logs.text
+
+
+def test_files_swapped_between_hub_repos_are_refused(assets, namespace, hub_api, tmp_path):
+    from huggingface_hub import hf_hub_download
+
+    from tokswap.alignment import UnverifiedAlignmentError
+
+    first, second = f"{namespace}/swap-first", f"{namespace}/swap-second"
+    simple_alignment(assets["source"], assets["target"]).push_to_hub(first, update_index=False)
+    simple_alignment(assets["source"], assets["other"]).push_to_hub(second, update_index=False)
+    hub_api.delete_file("README.md", repo_id=second)  # no card to catch it
+    weights = hf_hub_download(first, "alignment.safetensors")
+    hub_api.upload_file(path_or_fileobj=weights, path_in_repo="alignment.safetensors", repo_id=second)
+    with pytest.raises(UnverifiedAlignmentError, match="taken from another alignment"):
+        TokenAlignment.from_pretrained(second)
+    # the config of one beside the weights of the other, the other way round
+    config = hf_hub_download(second, "alignment_config.json")
+    hub_api.delete_file("README.md", repo_id=first)
+    hub_api.upload_file(path_or_fileobj=config, path_in_repo="alignment_config.json", repo_id=first)
+    with pytest.raises(UnverifiedAlignmentError):
+        TokenAlignment.from_pretrained(first)
+
+
+def test_index_pins_the_config_checksum(assets, namespace, hub_api, hub_user):
+    source, target = assets["source"], assets["target"]
+    simple_alignment(source, target).push_to_hub()
+    entry = tokswap_hub.load_alignment_index()["alignments"][tokswap_hub.pair_key(
+        tokenizer_fingerprint(source)["vocab_hash"], tokenizer_fingerprint(target)["vocab_hash"])]
+    assert len(entry["config_sha256"]) == 64 and len(entry["alignment_sha256"]) == 64
+    # an index entry pinning another config checksum than the one the repo holds is refused
+    tokswap_hub.update_alignment_index({**entry, "config_sha256": "1" * 64})
+    with pytest.raises(AlignmentError, match="alignment_config.json in .*tampered"):
+        tokswap_hub.find_prebuilt_alignment(source, target)
+    simple_alignment(source, target).push_to_hub()  # repair, for the other tests
+    assert tokswap_hub.find_prebuilt_alignment(source, target) is not None
+
+
+def test_cli_refuses_an_unverified_alignment_in_one_line(assets, namespace, tmp_path, capsys):
+    from tokswap.alignment import INTEGRITY_KEY
+    from tokswap.cli import main
+
+    folder = simple_alignment(assets["source"], assets["target"]).save_pretrained(tmp_path / "al")
+    config = json.loads((folder / "alignment_config.json").read_text())
+    del config[INTEGRITY_KEY]
+    (folder / "alignment_config.json").write_text(json.dumps(config))
+    repo_id = f"{namespace}/cli-unverified"
+    assert main(["push", str(folder), repo_id, "--alignment-only", "--no-index"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--trust-unverified" in err and "Traceback" not in err
+    assert main(["push", str(folder), repo_id, "--alignment-only", "--no-index", "--trust-unverified"]) == 0
+    # what was pushed was re-saved with fresh checksums: it loads without the flag
+    assert TokenAlignment.from_pretrained(repo_id).num_target_rows == len(assets["target"])
+    swap = ["swap", assets["ids"]["model"], assets["ids"]["target"], "--alignment", str(folder)]
+    assert main(swap + ["--output", str(tmp_path / "refused")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "records no checksums" in err and "--trust-unverified" in err
+    assert not (tmp_path / "refused").exists()
+    assert main(swap + ["--output", str(tmp_path / "swapped"), "--trust-unverified"]) == 0
+    assert TokenAlignment.from_pretrained(tmp_path / "swapped" / "alignment").num_target_rows >= len(assets["target"])

@@ -323,7 +323,9 @@ def test_save_pretrained_replaces_its_own_output_only_with_overwrite(tiny_swappe
 def test_alignment_save_pretrained_refuses_foreign_folders(tmp_path):
     from tokswap.utils import OutputExistsError
 
-    alignment = TokenAlignment(target_to_source=np.arange(5))
+    fingerprint = {"name_or_path": "five", "vocab_size": 5, "vocab_hash": "f" * 64}
+    alignment = TokenAlignment(target_to_source=np.arange(5),
+                               config={"source_tokenizer": fingerprint, "target_tokenizer": fingerprint})
     out = tmp_path / "al"
     alignment.save_pretrained(out)
     with pytest.raises(OutputExistsError, match="--overwrite"):

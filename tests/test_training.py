@@ -232,6 +232,76 @@ def test_resume_from_stage2_checkpoint_skips_stage1(fresh_tokenizer, text_datase
                          tiny_config(tmp_path, resume_from_checkpoint=str(tmp_path)))
 
 
+def _fake_checkpoint(folder, step, state=True, weights=True):
+    path = folder / f"checkpoint-{step}"
+    path.mkdir(parents=True)
+    if weights:
+        (path / "model.safetensors").write_bytes(b"weights")
+    if state:
+        (path / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    return path
+
+
+def test_resume_with_nothing_to_resume_is_an_error(tmp_path):
+    from tokswap.distillation import DistillationError
+    from tokswap.self_distillation import SelfDistillationError
+    from tokswap.training import _plan_resume, resolve_resume_checkpoint
+
+    with pytest.raises(TrainingError, match="nothing to resume.*Drop --resume"):
+        _plan_resume(tiny_config(tmp_path, resume_from_checkpoint=True))
+    with pytest.raises(TrainingError, match="nothing to resume"):
+        _plan_resume(tiny_config(tmp_path, resume_from_checkpoint="true"))
+    with pytest.raises(DistillationError, match="nothing to resume"):
+        resolve_resume_checkpoint(True, tmp_path / "distill", DistillationError)
+    with pytest.raises(SelfDistillationError, match="nothing to resume"):
+        resolve_resume_checkpoint(True, tmp_path / "self-distill", SelfDistillationError)
+    # only incomplete checkpoints: still nothing to resume
+    _fake_checkpoint(tmp_path / "distill", 3, state=False)
+    with pytest.raises(DistillationError, match="nothing to resume"):
+        resolve_resume_checkpoint(True, tmp_path / "distill", DistillationError)
+    assert resolve_resume_checkpoint(None, tmp_path / "distill") is None
+
+
+def test_incomplete_checkpoints_are_skipped_for_the_newest_complete_one(tmp_path, caplog):
+    import logging
+
+    from tokswap.training import _plan_resume, checkpoint_problem, resolve_resume_checkpoint
+
+    stage1 = tmp_path / "run" / "stage1"
+    good = _fake_checkpoint(stage1, 2)
+    no_state = _fake_checkpoint(stage1, 4, state=False)
+    no_weights = _fake_checkpoint(stage1, 6, weights=False)
+    torn = _fake_checkpoint(stage1, 8)
+    (torn / "trainer_state.json").write_text('{"global_step": 8, "log_hi')  # killed while writing it
+    assert checkpoint_problem(good) is None
+    assert "trainer_state.json" in checkpoint_problem(no_state)
+    assert "weights" in checkpoint_problem(no_weights)
+    assert "unreadable" in checkpoint_problem(torn)
+
+    library_logger = logging.getLogger("tokswap")
+    library_logger.addHandler(caplog.handler)
+    try:
+        assert latest_checkpoint(stage1) == str(good)
+    finally:
+        library_logger.removeHandler(caplog.handler)
+    assert caplog.text.count("Skipping the incomplete checkpoint") == 3
+    assert _plan_resume(tiny_config(tmp_path, resume_from_checkpoint=True)) == (str(good), None)
+    assert resolve_resume_checkpoint(True, stage1) == str(good)
+    # an incomplete checkpoint named explicitly is refused, not used
+    with pytest.raises(TrainingError, match="incomplete"):
+        _plan_resume(tiny_config(tmp_path, resume_from_checkpoint=str(no_state)))
+    with pytest.raises(TrainingError, match="incomplete"):
+        resolve_resume_checkpoint(str(torn), stage1)
+    # a sharded checkpoint counts only with all its shards
+    sharded = _fake_checkpoint(tmp_path / "sharded", 1, weights=False)
+    (sharded / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "s1.safetensors",
+                                                                                    "b": "s2.safetensors"}}))
+    (sharded / "s1.safetensors").write_bytes(b"x")
+    assert checkpoint_problem(sharded) == "no model weights"
+    (sharded / "s2.safetensors").write_bytes(b"x")
+    assert checkpoint_problem(sharded) is None
+
+
 def test_special_token_rewrite_by_trl_is_a_noop(fresh_tokenizer, text_dataset, tmp_path):
     from transformers.trainer_utils import align_special_tokens
     from trl import SFTTrainer

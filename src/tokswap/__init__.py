@@ -11,6 +11,7 @@ __version__ = "0.1.0"
 _LAZY_EXPORTS = {
     "TokenAlignment": "tokswap.alignment",
     "AlignmentError": "tokswap.alignment",
+    "UnverifiedAlignmentError": "tokswap.alignment",
     "RowSource": "tokswap.alignment",
     "AlignmentConfig": "tokswap.aligner",
     "align_tokenizers": "tokswap.aligner",

@@ -2,6 +2,12 @@
 
 An alignment is saved like a PEFT adapter: a small JSON config (`alignment_config.json`) with the
 provenance and quality figures, and the arrays in `alignment.safetensors`.
+
+Integrity: `save_pretrained` records in the config (key `integrity`) the sha256 of `alignment.safetensors` and of
+the rest of the config; with the two tokenizers' vocabulary hashes (`source_tokenizer` / `target_tokenizer`) this
+is checked by every `from_pretrained`, local folder or Hub download alike. An alignment without them (older
+tokswap, or written by hand) or whose files changed since they were saved is refused with
+`UnverifiedAlignmentError` unless the caller passes `trust_unverified=True` (`--trust-unverified`).
 """
 
 from __future__ import annotations
@@ -17,17 +23,79 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from .errors import TokswapError
-from .utils import atomic_output_dir, check_local_path, get_logger
+from .utils import atomic_output_dir, check_local_path, get_logger, sha256_file
 
 logger = get_logger(__name__)
 
 ALIGNMENT_WEIGHTS_NAME = "alignment.safetensors"
 ALIGNMENT_CONFIG_NAME = "alignment_config.json"
 ALIGNMENT_FORMAT_VERSION = 1
+INTEGRITY_KEY = "integrity"
+TRUST_UNVERIFIED_HINT = (
+    "Recompute it with `tokswap align` (or get it again from where it came from), or pass trust_unverified=True "
+    "(--trust-unverified) to use it anyway."
+)
 
 
 class AlignmentError(TokswapError):
     """Raised when an alignment cannot be built or does not fit the tokenizers it is used with."""
+
+
+class UnverifiedAlignmentError(AlignmentError):
+    """Raised when an alignment's files cannot be shown to be the ones tokswap saved (no checksums, or a mismatch)."""
+
+
+def config_digest(config: dict) -> str:
+    """The sha256 of an alignment config without its `integrity` block (canonical JSON: sorted keys, no spaces)."""
+    body = {key: value for key, value in config.items() if key != INTEGRITY_KEY}
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def integrity_problems(folder: Union[str, os.PathLike], config: dict) -> list:
+    """What keeps the alignment in `folder` (with its parsed `config`) from being verified; `[]` when it is.
+
+    Checks that the config records the sha256 of `alignment.safetensors` and of itself (written by
+    `save_pretrained`), that both still match, and that both tokenizers' vocabulary hashes are recorded.
+    """
+    folder = Path(folder)
+    record = config.get(INTEGRITY_KEY)
+    if not isinstance(record, dict) or not record.get("weights_sha256") or not record.get("config_sha256"):
+        return [f"{ALIGNMENT_CONFIG_NAME} records no checksums (it was saved by an older tokswap or written by hand)"]
+    problems = []
+    actual = sha256_file(folder / ALIGNMENT_WEIGHTS_NAME)
+    if actual != record["weights_sha256"]:
+        problems.append(
+            f"{ALIGNMENT_WEIGHTS_NAME} has sha256 {actual[:12]}… but {record['weights_sha256'][:12]}… was recorded "
+            "when it was saved: the file was changed outside tokswap (edited, corrupted, or taken from another "
+            "alignment)"
+        )
+    if config_digest(config) != record["config_sha256"]:
+        problems.append(f"{ALIGNMENT_CONFIG_NAME} was edited after it was saved (its checksum no longer matches)")
+    for side in ("source", "target"):
+        if not (config.get(f"{side}_tokenizer") or {}).get("vocab_hash"):
+            problems.append(f"it records no {side} tokenizer vocabulary hash, so it cannot be checked against one")
+    return problems
+
+
+def check_integrity(folder: Union[str, os.PathLike], config: dict, trust_unverified: bool = False,
+                    where: Optional[str] = None) -> None:
+    """Raise `UnverifiedAlignmentError` (or only warn, with `trust_unverified=True`) unless the alignment verifies.
+
+    Args:
+        folder: the folder holding `alignment.safetensors`.
+        config (`dict`): its parsed `alignment_config.json`.
+        trust_unverified (`bool`, defaults to `False`): use it anyway, with a warning.
+        where (`str`, *optional*): how messages name it (defaults to the folder).
+    """
+    problems = integrity_problems(folder, config)
+    if not problems:
+        return
+    message = f"The alignment {where or folder} cannot be verified: {'; '.join(problems)}."
+    if trust_unverified:
+        logger.warning("%s Using it anyway (trust_unverified=True).", message)
+        return
+    raise UnverifiedAlignmentError(f"{message} {TRUST_UNVERIFIED_HINT}")
 
 
 class RowSource(enum.IntEnum):
@@ -222,7 +290,7 @@ class TokenAlignment:
         from . import __version__
 
         save_directory = Path(save_directory)
-        config = dict(self.config)
+        config = {key: value for key, value in self.config.items() if key != INTEGRITY_KEY}
         config.setdefault("tokswap_version", __version__)
         config["format_version"] = ALIGNMENT_FORMAT_VERSION
         config["num_target_rows"] = self.num_target_rows
@@ -236,9 +304,21 @@ class TokenAlignment:
         }
         if self.source_to_target is not None:
             tensors["source_to_target"] = self.source_to_target
-        # Written into a temporary sibling renamed into place: never half an alignment.
+        config = json.loads(json.dumps(config, ensure_ascii=False))  # the digest is of what the file will hold
+        if not self.source_fingerprint.get("vocab_hash") or not self.target_fingerprint.get("vocab_hash"):
+            logger.warning(
+                "This alignment records no tokenizer fingerprints: loading it will need trust_unverified=True. "
+                "Build it with `align_tokenizers` (or give the tokenizers to `from_reference_json`)."
+            )
+        # Written into a temporary sibling renamed into place: never half an alignment, never new weights beside
+        # an old config.
         with atomic_output_dir(save_directory, overwrite=overwrite, marker=ALIGNMENT_CONFIG_NAME) as tmp:
             save_file(tensors, str(tmp / ALIGNMENT_WEIGHTS_NAME), metadata={"format": "np"})
+            config[INTEGRITY_KEY] = {
+                "algorithm": "sha256",
+                "weights_sha256": sha256_file(tmp / ALIGNMENT_WEIGHTS_NAME),
+                "config_sha256": config_digest(config),
+            }
             with open(tmp / ALIGNMENT_CONFIG_NAME, "w", encoding="utf-8") as handle:
                 json.dump(config, handle, indent=2, sort_keys=True, ensure_ascii=False)
                 handle.write("\n")
@@ -246,16 +326,31 @@ class TokenAlignment:
         return save_directory
 
     @classmethod
-    def from_pretrained(cls, path_or_repo_id: Union[str, os.PathLike], **hub_kwargs: Any) -> "TokenAlignment":
-        """Load an alignment from a local folder (or, via `tokswap.hub`, from a Hub repo)."""
+    def from_pretrained(
+        cls, path_or_repo_id: Union[str, os.PathLike], trust_unverified: bool = False, **hub_kwargs: Any
+    ) -> "TokenAlignment":
+        """Load an alignment from a local folder (or, via `tokswap.hub`, from a Hub repo), checking its integrity.
+
+        Args:
+            path_or_repo_id (`str` or `os.PathLike`): a folder written by `save_pretrained`, or a Hub repo id.
+            trust_unverified (`bool`, defaults to `False`): use an alignment whose checksums or vocabulary hashes
+                are missing or do not match, with a warning, instead of refusing it.
+            hub_kwargs: passed to `tokswap.hub.download_alignment` (`revision`, `token`, ...).
+
+        Raises:
+            `UnverifiedAlignmentError`: the files are not the ones `save_pretrained` wrote (see `check_integrity`).
+            `AlignmentError`: the folder is not an alignment.
+        """
         from safetensors.numpy import load_file
 
         check_local_path(path_or_repo_id, "The alignment")
         path = Path(path_or_repo_id)
+        where = str(path)
         if not path.is_dir():
             from . import hub  # the Hub lookup lives there; a local folder needs no network
 
-            path = Path(hub.download_alignment(str(path_or_repo_id), **hub_kwargs))
+            where = str(path_or_repo_id)
+            path = Path(hub.download_alignment(str(path_or_repo_id), trust_unverified=trust_unverified, **hub_kwargs))
         weights, config_file = path / ALIGNMENT_WEIGHTS_NAME, path / ALIGNMENT_CONFIG_NAME
         if not weights.is_file() or not config_file.is_file():
             raise AlignmentError(
@@ -268,6 +363,7 @@ class TokenAlignment:
             raise AlignmentError(
                 f"{path} was written by a newer tokswap (format {config['format_version']}); upgrade tokswap."
             )
+        check_integrity(path, config, trust_unverified, where=where)
         tensors = load_file(str(weights))
         alignment = cls(
             target_to_source=tensors["target_to_source"],

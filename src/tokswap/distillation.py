@@ -46,6 +46,7 @@ from .training import (
     bf16_supported,
     check_finite,
     never_shrink_vocabulary,
+    resolve_resume_checkpoint,
     with_non_finite_check,
 )
 from .utils import check_local_path, get_logger
@@ -558,7 +559,8 @@ def distill(
         allow_nonfinite=allow_nonfinite,
     )
     with never_shrink_vocabulary(trainer.accelerator.unwrap_model(trainer.model)):
-        trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+        trainer.train(resume_from_checkpoint=resolve_resume_checkpoint(
+            config.resume_from_checkpoint, config.output_dir, DistillationError))
     return trainer
 
 

@@ -15,12 +15,16 @@ hence `_to_`. Each repo holds exactly three files, written by `push_alignment` i
 - `alignment_config.json`: provenance, including both tokenizers' vocabulary hashes and the
   alignment metrics (BLEU-1, semantic similarity, coverage),
 - `README.md`: a card rendered from `hub_cards/alignment_card.md`; its YAML metadata records the
-  vocabulary hashes and the sha256 of `alignment.safetensors`, so an edit made outside tokswap is
-  detected on download.
+  vocabulary hashes and the sha256 of `alignment.safetensors` as well.
+
+Integrity does not depend on the card: `alignment_config.json` records the sha256 of the weights and
+of itself (`TokenAlignment.save_pretrained`), checked by `TokenAlignment.from_pretrained` on every load;
+the index pins both checksums too. A missing or unparsable card only means one check fewer.
 
 Names are a convenience; identity is the pair of vocabulary hashes. The collection repo
 `<namespace>/index` holds `index.json`, which maps `"<source vocab hash>:<target vocab hash>"` to the
-repo id, the commit that was pushed (`revision`) and the sha256 of its `alignment.safetensors`.
+repo id, the commit that was pushed (`revision`) and the sha256 of its `alignment.safetensors` and
+`alignment_config.json`.
 Looking a pair up is therefore one small download (cached by huggingface_hub and re-validated with
 a HEAD request), whatever the tokenizers happen to be called locally. When the index has no entry,
 the name-derived repo is tried, and what it holds is checked against the tokenizers actually loaded.
@@ -46,8 +50,10 @@ from typing import Any, Optional, Union
 from .alignment import (
     ALIGNMENT_CONFIG_NAME,
     ALIGNMENT_WEIGHTS_NAME,
+    INTEGRITY_KEY,
     AlignmentError,
     TokenAlignment,
+    UnverifiedAlignmentError,
     tokenizer_fingerprint,
 )
 from .errors import TokswapError
@@ -161,22 +167,30 @@ def _card_metadata(folder: Path) -> dict:
         from huggingface_hub import ModelCard
 
         return ModelCard.load(card).data.to_dict()
-    except Exception as err:  # a card we cannot parse records nothing we can check against
-        logger.warning("Could not read the card of %s (%s); its checksum is not checked.", folder, err)
+    except Exception as err:  # the checksums in alignment_config.json are still checked on load
+        logger.warning("Could not read the card of %s (%s); the checksums in %s are checked instead.",
+                       folder, err, ALIGNMENT_CONFIG_NAME)
         return {}
 
 
-def _check_checksum(folder: Path, expected_sha256: Optional[str], where: str) -> None:
+def _check_checksum(folder: Path, expected_sha256: Optional[str], where: str, name: str = ALIGNMENT_WEIGHTS_NAME,
+                    trust_unverified: bool = False) -> None:
     if not expected_sha256:
         return
-    actual = sha256_file(folder / ALIGNMENT_WEIGHTS_NAME)
-    if actual != expected_sha256:
-        raise AlignmentError(
-            f"{ALIGNMENT_WEIGHTS_NAME} in {where} has sha256 {actual[:12]}… but {expected_sha256[:12]}… was "
-            "recorded when tokswap pushed it: the file was changed outside tokswap (tampered with or "
-            "corrupted). Do not use it; re-push the alignment with `push_alignment` or compute one with "
-            "`tokswap align`."
-        )
+    actual = sha256_file(folder / name)
+    if actual == expected_sha256:
+        return
+    message = (
+        f"{name} in {where} has sha256 {actual[:12]}… but {expected_sha256[:12]}… was recorded when tokswap "
+        "pushed it: the file was changed outside tokswap (tampered with or corrupted)."
+    )
+    if trust_unverified:
+        logger.warning("%s Using it anyway (trust_unverified=True).", message)
+        return
+    raise UnverifiedAlignmentError(
+        f"{message} Do not use it; re-push the alignment with `push_alignment` or compute one with `tokswap align` "
+        "(or pass trust_unverified=True / --trust-unverified to use it anyway)."
+    )
 
 
 def download_alignment(
@@ -187,12 +201,16 @@ def download_alignment(
     local_files_only: bool = False,
     expected_sha256: Optional[str] = None,
     endpoint: Optional[str] = None,
+    expected_config_sha256: Optional[str] = None,
+    trust_unverified: bool = False,
 ) -> str:
     """Download an alignment repo into huggingface_hub's cache and return the local folder.
 
     Only the three alignment files are fetched. Works offline (`HF_HUB_OFFLINE=1`) for anything
     downloaded before. The sha256 of `alignment.safetensors` is compared with the one recorded by
-    `push_alignment` in the card (and with `expected_sha256` when given, e.g. from the index).
+    `push_alignment` in the card (when there is a readable card) and with `expected_sha256` /
+    `expected_config_sha256` when given (from the index). The checksums inside `alignment_config.json`
+    are checked by `TokenAlignment.from_pretrained`, card or not.
 
     Args:
         repo_id (`str`): `"namespace/name"`, or a bare name looked up in `alignment_namespace()`.
@@ -202,13 +220,15 @@ def download_alignment(
         local_files_only (`bool`): only look in the cache.
         expected_sha256 (`str`, *optional*): the checksum `alignment.safetensors` must have.
         endpoint (`str`, *optional*): defaults to `$TOKSWAP_ALIGNMENT_ENDPOINT`, then `$HF_ENDPOINT`.
+        expected_config_sha256 (`str`, *optional*): the checksum `alignment_config.json` must have.
+        trust_unverified (`bool`, defaults to `False`): only warn when a checksum does not match.
 
     Returns:
         `str`: the folder holding `alignment.safetensors` and `alignment_config.json`.
 
     Raises:
-        `AlignmentError` if the files are missing or do not match their recorded checksum; the
-        Hub's own errors (`RepositoryNotFoundError`, `RevisionNotFoundError`, ...) otherwise.
+        `AlignmentError` if the files are missing, `UnverifiedAlignmentError` if they do not match a
+        recorded checksum; the Hub's own errors (`RepositoryNotFoundError`, `RevisionNotFoundError`, ...) otherwise.
     """
     from huggingface_hub import snapshot_download
 
@@ -233,9 +253,10 @@ def download_alignment(
             f"{ALIGNMENT_CONFIG_NAME}. Push one with `TokenAlignment.push_to_hub` or `tokswap push --alignment-only`."
         )
     recorded = (_card_metadata(folder).get("tokswap") or {}).get("alignment_sha256")
-    _check_checksum(folder, recorded, where)
+    _check_checksum(folder, recorded, where, trust_unverified=trust_unverified)
     if expected_sha256 and expected_sha256 != recorded:
-        _check_checksum(folder, expected_sha256, where)
+        _check_checksum(folder, expected_sha256, where, trust_unverified=trust_unverified)
+    _check_checksum(folder, expected_config_sha256, where, ALIGNMENT_CONFIG_NAME, trust_unverified)
     return str(folder)
 
 
@@ -381,16 +402,18 @@ def find_prebuilt_alignment(
 
     if entry is not None:
         repo_id, pinned, expected = entry["repo_id"], entry.get("revision"), entry.get("alignment_sha256")
+        expected_config = entry.get("config_sha256")
         how = f"listed in {alignment_index_repo_id(namespace)}"
     else:
         repo_id, pinned, expected = alignment_repo_id(source_fp, target_fp, namespace), None, None
+        expected_config = None
         how = "named after the tokenizer pair"
     use_revision = revision or pinned
     where = f"{repo_id}@{use_revision or 'main'}"
     try:
         folder = download_alignment(
             repo_id, revision=use_revision, token=token, cache_dir=cache_dir, expected_sha256=expected,
-            local_files_only=local_only,
+            local_files_only=local_only, expected_config_sha256=expected_config,
         )
         alignment = TokenAlignment.from_pretrained(folder)
         _verify_fingerprints(alignment, source_fp, target_fp, source_tokenizer, target_tokenizer)
@@ -561,12 +584,13 @@ def push_alignment(
     public = TokenAlignment(
         target_to_source=alignment.target_to_source, scores=alignment.scores, row_sources=alignment.row_sources,
         fallback_indptr=alignment.fallback_indptr, fallback_indices=alignment.fallback_indices,
-        config=_redact_local_paths({k: v for k, v in alignment.config.items() if k != "hub"}),
+        config=_redact_local_paths({k: v for k, v in alignment.config.items() if k not in ("hub", INTEGRITY_KEY)}),
     )
     with tempfile.TemporaryDirectory(prefix="tokswap-push-alignment-") as tmp:
         folder = Path(tmp) / "alignment"
         public.save_pretrained(folder)
         digest = sha256_file(folder / ALIGNMENT_WEIGHTS_NAME)
+        config_digest = sha256_file(folder / ALIGNMENT_CONFIG_NAME)
         card = cards.render_alignment_card(public, repo_id=repo_id, alignment_sha256=digest)
         card.save(str(folder / CARD_NAME))
         assert_no_secret(folder, token)
@@ -584,6 +608,7 @@ def push_alignment(
             "repo_id": repo_id,
             "revision": info.oid or revision or "main",
             "alignment_sha256": digest,
+            "config_sha256": config_digest,
             "source_tokenizer": source_fp,
             "target_tokenizer": target_fp,
             "metrics": alignment.config.get("metrics", {}),
@@ -791,6 +816,9 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--alignment-only", action="store_true", help="push only the alignment (FOLDER/alignment or FOLDER)")
     parser.add_argument("--no-index", action="store_true", help="with --alignment-only: do not add the pair to the index repo")
     parser.add_argument("--namespace", default=None, help=f"alignment namespace (default ${ALIGNMENT_NAMESPACE_ENV} or {DEFAULT_ALIGNMENT_NAMESPACE})")
+    parser.add_argument("--trust-unverified", action="store_true",
+                        help="with --alignment-only: push an alignment whose checksums are missing or do not match "
+                        "(it is re-saved with fresh ones)")
     parser.set_defaults(func=_cli_push)
 
 
@@ -800,7 +828,7 @@ def _cli_push(args) -> int:
         raise HubPushError(f"{folder} is not a folder.")
     if args.alignment_only:
         alignment_folder = folder / ALIGNMENT_SUBFOLDER if (folder / ALIGNMENT_SUBFOLDER).is_dir() else folder
-        alignment = TokenAlignment.from_pretrained(alignment_folder)
+        alignment = TokenAlignment.from_pretrained(alignment_folder, trust_unverified=args.trust_unverified)
         info = push_alignment(
             alignment, repo_id=args.repo_id, private=args.private or None, token=args.token,
             revision=args.revision, commit_message=args.commit_message, update_index=not args.no_index,

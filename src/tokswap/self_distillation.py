@@ -506,7 +506,7 @@ def self_distill(
     eval_dataset=None, callbacks=None,
 ) -> SelfDistillationTrainer:
     """Train `student` (a swapped model) to match `teacher` (the model before the swap); returns the trainer."""
-    from .training import never_shrink_vocabulary
+    from .training import never_shrink_vocabulary, resolve_resume_checkpoint
 
     config = config or SelfDistillationConfig(output_dir="tokswap-self-distilled")
     trainer = SelfDistillationTrainer(
@@ -514,7 +514,8 @@ def self_distill(
         processing_class=tokenizer, teacher_tokenizer=teacher_tokenizer, callbacks=callbacks,
     )
     with never_shrink_vocabulary(trainer.accelerator.unwrap_model(trainer.model)):
-        trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+        trainer.train(resume_from_checkpoint=resolve_resume_checkpoint(
+            config.resume_from_checkpoint, config.output_dir, SelfDistillationError))
     return trainer
 
 

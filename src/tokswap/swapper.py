@@ -131,18 +131,21 @@ def identity_alignment(tokenizer) -> TokenAlignment:
 
 
 def resolve_alignment(
-    alignment, source_tokenizer, target_tokenizer, corpus=None, alignment_config=None, **hub_kwargs
+    alignment, source_tokenizer, target_tokenizer, corpus=None, alignment_config=None, trust_unverified: bool = False,
+    **hub_kwargs,
 ) -> tuple[TokenAlignment, dict]:
     """The alignment to use for a tokenizer pair, and a record of where it came from.
 
     Order: the one given (`TokenAlignment`, folder, or Hub id), else identity when both tokenizers
     are the same, else a prebuilt alignment for exactly this pair from the Hub
     (`tokswap.hub.find_prebuilt_alignment`), else computed with `tokswap.aligner.align_tokenizers`.
+    A folder or Hub id given must pass `TokenAlignment.from_pretrained`'s integrity check unless
+    `trust_unverified=True`; a prebuilt one found by pair always must.
     """
     if isinstance(alignment, TokenAlignment):
         return alignment, {"origin": "given"}
     if alignment is not None:
-        loaded = TokenAlignment.from_pretrained(alignment, **hub_kwargs)
+        loaded = TokenAlignment.from_pretrained(alignment, trust_unverified=trust_unverified, **hub_kwargs)
         return loaded, {"origin": "loaded", "location": str(alignment)}
     source_fp, target_fp = tokenizer_fingerprint(source_tokenizer), tokenizer_fingerprint(target_tokenizer)
     if source_fp["vocab_hash"] == target_fp["vocab_hash"]:
@@ -217,6 +220,7 @@ class TokenizerSwapper:
         seed: int = 0,
         donor=None,
         allow_nonfinite: bool = False,
+        trust_unverified: bool = False,
         **model_kwargs,
     ) -> "TokenizerSwapper":
         """Load `source_model` and give it `target_tokenizer`'s vocabulary.
@@ -249,6 +253,9 @@ class TokenizerSwapper:
                 alignment's target GloVe vectors); only its embeddings are kept.
             allow_nonfinite (`bool`, defaults to `False`): only warn when the source model's weights hold NaN/inf
                 values; by default that is a `NonFiniteError` (the new rows would be copied from broken ones).
+            trust_unverified (`bool`, defaults to `False`): use an alignment folder or Hub id whose checksums or
+                vocabulary hashes are missing or do not match (with a warning) instead of refusing it
+                (`UnverifiedAlignmentError`).
             model_kwargs:
                 Passed to `AutoModelForCausalLM.from_pretrained` (`dtype`, `device_map`, `revision`,
                 `token`, `attn_implementation`, `trust_remote_code`, ...).
@@ -258,7 +265,7 @@ class TokenizerSwapper:
         """
         if target_tokenizer is None:
             if isinstance(source_model, (str, os.PathLike)) and (Path(source_model) / TOKSWAP_CONFIG_NAME).is_file():
-                return cls.load(source_model, **model_kwargs)
+                return cls.load(source_model, trust_unverified=trust_unverified, **model_kwargs)
             raise SwapperError(
                 "No target tokenizer given. Pass the tokenizer (or model) whose vocabulary the model should "
                 "use, e.g. TokenizerSwapper.from_pretrained('HuggingFaceTB/SmolLM2-135M', 'Qwen/Qwen2.5-0.5B')."
@@ -296,7 +303,8 @@ class TokenizerSwapper:
 
         hub_kwargs = {k: v for k, v in model_kwargs.items() if k == "token"}
         resolved, origin = resolve_alignment(
-            alignment, source_tokenizer, target_tokenizer, corpus=corpus, alignment_config=alignment_config, **hub_kwargs
+            alignment, source_tokenizer, target_tokenizer, corpus=corpus, alignment_config=alignment_config,
+            trust_unverified=trust_unverified, **hub_kwargs,
         )
         if donor is not None:
             resolved = dataclasses.replace(resolved, target_space=donor_embeddings(donor, target_tokenizer, **model_kwargs))
@@ -349,8 +357,11 @@ class TokenizerSwapper:
         return make_draft(small_model, big_model, **kwargs)
 
     @classmethod
-    def load(cls, directory: Union[str, os.PathLike], **model_kwargs) -> "TokenizerSwapper":
-        """Reload a folder written by `save_pretrained` (model, tokenizer, alignment, record)."""
+    def load(cls, directory: Union[str, os.PathLike], trust_unverified: bool = False, **model_kwargs) -> "TokenizerSwapper":
+        """Reload a folder written by `save_pretrained` (model, tokenizer, alignment, record).
+
+        `trust_unverified=True` accepts an `alignment/` whose checksums are missing or do not match (with a warning).
+        """
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         directory = Path(directory)
@@ -366,7 +377,7 @@ class TokenizerSwapper:
         tokenizer = AutoTokenizer.from_pretrained(str(directory))
         alignment = None
         if (directory / ALIGNMENT_SUBFOLDER).is_dir():
-            alignment = TokenAlignment.from_pretrained(directory / ALIGNMENT_SUBFOLDER)
+            alignment = TokenAlignment.from_pretrained(directory / ALIGNMENT_SUBFOLDER, trust_unverified=trust_unverified)
         return cls(model, tokenizer, alignment, record.get("source_model"), None,
                    record.get("init_method", "tokalign"), record)
 
@@ -504,6 +515,9 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace --output when it holds an earlier `tokswap swap` result (never other folders)")
     parser.add_argument("--alignment", help="alignment folder or Hub id (default: prebuilt for the pair, else computed)")
+    parser.add_argument("--trust-unverified", action="store_true",
+                        help="use an --alignment whose checksums or vocabulary hashes are missing or do not match "
+                        "(older tokswap, edited files); refused by default")
     parser.add_argument("--init-method", default=DEFAULT_INIT_METHOD, choices=sorted(INIT_METHODS),
                         help=f"how new rows are initialized (default: {DEFAULT_INIT_METHOD}, the measured best)")
     parser.add_argument("--donor", default=None,
@@ -546,6 +560,7 @@ def _cli_swap(args) -> int:
         seed=args.seed,
         donor=args.donor,
         allow_nonfinite=args.allow_nonfinite,
+        trust_unverified=args.trust_unverified,
         **model_kwargs,
     )
     swapper.save_pretrained(args.output, overwrite=args.overwrite)

@@ -631,13 +631,113 @@ def _check_dataset(dataset, text_field: str) -> None:
 _CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 
 
+_TRAINER_STATE_NAME = "trainer_state.json"
+_WEIGHTS_FILES = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", "adapter_model.bin")
+_WEIGHTS_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+
+def _has_weights(path: Path) -> bool:
+    """Whether `path` holds model (or adapter) weights; a sharded index counts only with all its shards."""
+    if any((path / name).is_file() and (path / name).stat().st_size > 0 for name in _WEIGHTS_FILES):
+        return True
+    for name in _WEIGHTS_INDEXES:
+        try:
+            shards = set(json.loads((path / name).read_text(encoding="utf-8"))["weight_map"].values())
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+        if shards and all((path / shard).is_file() for shard in shards):
+            return True
+    return False
+
+
+def checkpoint_problem(path) -> Optional[str]:
+    """Why the checkpoint folder `path` is incomplete (e.g. the run was killed while writing it), or None.
+
+    The Trainer writes `trainer_state.json` after the weights, optimizer and RNG state, so a checkpoint is
+    complete when it holds a readable `trainer_state.json` and model (or adapter) weights.
+    """
+    path = Path(path)
+    try:
+        json.loads((path / _TRAINER_STATE_NAME).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"no {_TRAINER_STATE_NAME}"
+    except (OSError, ValueError):
+        return f"an unreadable {_TRAINER_STATE_NAME}"
+    if not _has_weights(path):
+        return "no model weights"
+    return None
+
+
 def latest_checkpoint(directory) -> Optional[str]:
-    """The `checkpoint-N` folder with the largest N under `directory`, or None."""
+    """The complete `checkpoint-N` folder with the largest N under `directory`, or None.
+
+    Incomplete checkpoints (`checkpoint_problem`: the run was killed while writing them) are skipped with a
+    warning in favour of the newest complete one.
+    """
     directory = Path(directory)
     if not directory.is_dir():
         return None
     found = [(int(m.group(1)), p) for p in directory.iterdir() if p.is_dir() and (m := _CHECKPOINT_RE.match(p.name))]
-    return str(max(found)[1]) if found else None
+    for _, path in sorted(found, reverse=True):
+        problem = checkpoint_problem(path)
+        if problem is None:
+            return str(path)
+        logger.warning("Skipping the incomplete checkpoint %s (%s: its writing was interrupted); looking for an "
+                       "older one.", path, problem)
+    return None
+
+
+def _wants_latest(resume) -> bool:
+    return resume is True or (isinstance(resume, str) and resume.lower() == "true")
+
+
+def _nothing_to_resume(error, where: str) -> TokswapError:
+    return error(
+        f"resume_from_checkpoint=True (--resume) but there is no complete checkpoint under {where}: nothing to "
+        "resume. Drop --resume (resume_from_checkpoint) to start a fresh run, or give the checkpoint folder to "
+        "resume from."
+    )
+
+
+def _existing_checkpoint(resume, error) -> Path:
+    path = Path(resume)
+    if not path.is_dir():
+        raise error(f"Checkpoint {resume} does not exist; give an existing checkpoint-N folder, or --resume alone "
+                    "for the newest one.")
+    return path
+
+
+def _checked_checkpoint(resume, error) -> Path:
+    """The explicit checkpoint folder `resume`, refused with `error` when it is missing or incomplete."""
+    path = _existing_checkpoint(resume, error)
+    problem = checkpoint_problem(path)
+    if problem is not None:
+        raise error(f"Checkpoint {resume} is incomplete ({problem}: its writing was interrupted); give an earlier "
+                    "checkpoint, or --resume alone for the newest complete one.")
+    return path
+
+
+def resolve_resume_checkpoint(resume, output_dir, error=None) -> Optional[str]:
+    """The checkpoint a single-stage run (`distill`, `self_distill`) resumes from, or None when `resume` is falsy.
+
+    Args:
+        resume (`bool` or `str`): `True` (or `"true"`) for the newest complete checkpoint under `output_dir`, or a
+            checkpoint folder.
+        output_dir: the run's output folder.
+        error: the `TokswapError` subclass to raise (defaults to `TrainingError`).
+
+    Raises:
+        `error`: `resume=True` and no complete checkpoint exists, or the folder given is missing or incomplete.
+    """
+    error = error or TrainingError
+    if not resume:
+        return None
+    if _wants_latest(resume):
+        found = latest_checkpoint(output_dir)
+        if found is None:
+            raise _nothing_to_resume(error, str(output_dir))
+        return found
+    return str(_checked_checkpoint(resume, error))
 
 
 def _plan_resume(config: VocabAdaptationConfig) -> tuple[Optional[str], Optional[str]]:
@@ -645,21 +745,19 @@ def _plan_resume(config: VocabAdaptationConfig) -> tuple[Optional[str], Optional
     resume = config.resume_from_checkpoint
     if not resume:
         return None, None
-    if resume is True or (isinstance(resume, str) and resume.lower() == "true"):
+    if _wants_latest(resume):
         stage2 = latest_checkpoint(config.stage_output_dir(2))
         if stage2 is not None:
             return None, stage2  # stage 2's checkpoint already holds everything stage 1 produced
         stage1 = latest_checkpoint(config.stage_output_dir(1))
         if stage1 is None:
-            logger.warning("resume_from_checkpoint=True but no checkpoint under %s: starting fresh.", config.output_dir)
+            raise _nothing_to_resume(TrainingError, f"{config.output_dir} (stage1/, stage2/)")
         return stage1, None
-    path = Path(resume)
-    if not path.is_dir():
-        raise TrainingError(f"Checkpoint {resume} does not exist.")
+    path = _existing_checkpoint(resume, TrainingError)
     if path.parent.name == "stage2":
-        return None, str(path)
+        return None, str(_checked_checkpoint(path, TrainingError))
     if path.parent.name == "stage1":
-        return str(path), None
+        return str(_checked_checkpoint(path, TrainingError)), None
     raise TrainingError(
         f"Cannot tell which stage {resume} belongs to: pass a checkpoint inside <output_dir>/stage1 or "
         "<output_dir>/stage2, or resume_from_checkpoint=True."
@@ -1079,7 +1177,9 @@ __all__ = [
     "embedding_parameters",
     "embeddings_are_tied",
     "freeze_all_but_embeddings",
+    "checkpoint_problem",
     "latest_checkpoint",
+    "resolve_resume_checkpoint",
     "load_model_for_training",
     "load_training_dataset",
     "merge_lora_adapters",
