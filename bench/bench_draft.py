@@ -58,6 +58,9 @@ def parse_args(argv=None):
     parser.add_argument("--distill-only", action="store_true", help="make and save the drafts into --cache, no timing")
     parser.add_argument("--output", default="bench/results/draft.jsonl")
     parser.add_argument("--table", action="store_true", help="re-render the markdown from --output and exit")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rows already in --output and measure only the missing arms; the big model alone "
+                             "is timed again so new speed-ups compare with a run on the same machine state")
     args = parser.parse_args(argv)
     if args.quick:
         args.prompts, args.max_new_tokens, args.distill_steps, args.num_assistant_tokens = 2, 16, 2, ["3"]
@@ -236,7 +239,8 @@ def render(rows: list) -> str:
             acc = f"{100 * r['acceptance_rate']:.1f}%" if "acceptance_rate" in r else "—"
             cells += [acc, f"{r['tokens_per_forward']:.2f}", f"{r['tokens_per_second']:.2f}", f"{r['speedup']:.2f}x"]
         lossless = all(row[k].get("lossless", True) for k in ("code", "prose"))
-        lines.append(f"| {row['arm']} | {row['num_assistant_tokens'] or '—'} | " + " | ".join(cells)
+        arm = f"{row['arm']} (run {row['run']})" if "run" in row else row["arm"]
+        lines.append(f"| {arm} | {row['num_assistant_tokens'] or '—'} | " + " | ".join(cells)
                      + f" | {'yes' if lossless else 'NO'} |")
     for row in rows:
         if row.get("arm") == "distillation":
@@ -244,8 +248,14 @@ def render(rows: list) -> str:
             lines.append(f"\nDistillation ({row['divergence']}): {row['steps']} steps of {meta.get('distill_batch')} x "
                          f"{meta.get('distill_length')} tokens on {row['windows']} windows, loss {first} -> {last}, "
                          f"{row['seconds']} s.")
+    if meta.get("runs"):
+        lines += ["", f"Measured in {meta['runs']} runs of the same command on the same machine (the first was "
+                  "stopped); each run timed the big model alone again, and a row's speed-up is against the big model "
+                  "alone of its own run."]
     if meta.get("command"):
         lines += ["", "Command:", "", f"    {meta['command']}"]
+        if meta.get("resumed_by"):
+            lines += ["", "Resumed with:", "", f"    {meta['resumed_by']}"]
     return "\n".join(lines) + "\n"
 
 
@@ -268,32 +278,47 @@ def main(argv=None) -> int:
 
     prompts, corpus = prompts_and_corpus(args.prompts)
     big, big_tok = load(BIG)
+    previous = []
+    if args.resume and Path(args.output).exists():
+        previous = [json.loads(line) for line in open(args.output, encoding="utf-8")]
+    done = {(r["arm"], r.get("num_assistant_tokens")) for r in previous if r.get("arm") not in ("meta", "big model alone")}
+    run = 1 + max((r.get("run", 1) for r in previous), default=0)
     rows = [{"arm": "meta", "command": shlex.join(["python", "bench/bench_draft.py", *argv]), "output": args.output,
              "prompts": args.prompts, "max_new_tokens": args.max_new_tokens, "threads": args.threads,
              "distill_batch": args.distill_batch, "distill_length": args.distill_length,
              "machine": f"{platform.machine()} CPU", "torch": torch.__version__}]
     rows[0]["big_model_humaneval_perplexity"] = round(code_perplexity(big, big_tok, 2 if args.quick else 20), 3)
     print(rows[0], flush=True)
+    if previous:
+        # a resumed run: earlier measurements stay, each row says which run timed it
+        rows = [{**rows[0], "runs": run, "resumed_by": rows[0]["command"], "command": previous[0].get("command")}]
+        rows += [{"run": 1, **r} for r in previous[1:] if r.get("arm") != "distillation"]
     drafts, logs = make_drafts(big, corpus, args)
     if args.distill_only:
         print({name: log for name, log in logs.items()})
         return 0
     alone = measure(big, big_tok, prompts, args)
     baselines = {kind: r["outputs"] for kind, r in alone.items()}
-    rows.append(summary_row("big model alone", None, alone, alone))
+    rows.append({"run": run, **summary_row("big model alone", None, alone, alone)} if previous
+                else summary_row("big model alone", None, alone, alone))
     print(rows[-1], flush=True)
 
     def sweep(arm, assistant, assistant_tokenizer=None):
         for n in args.num_assistant_tokens:
+            if (arm, n) in done:
+                continue
             reset_assistant_config(assistant)
             result = measure(big, big_tok, prompts, args, assistant, assistant_tokenizer, n, baselines)
-            rows.append(summary_row(arm, n, result, alone))
+            rows.append({"run": run, **summary_row(arm, n, result, alone)} if previous
+                        else summary_row(arm, n, result, alone))
             print(rows[-1], flush=True)
             write(rows, args.output)
 
-    small, small_tok = load(SMALL)
-    sweep("UAG: original SmolLM2-135M + its tokenizer", small, small_tok)
-    del small
+    uag = "UAG: original SmolLM2-135M + its tokenizer"
+    if any((uag, n) not in done for n in args.num_assistant_tokens):
+        small, small_tok = load(SMALL)
+        sweep(uag, small, small_tok)
+        del small
     sweep("swapped SmolLM2 draft, not distilled", drafts["swapped"])
     for divergence in args.divergences:
         rows.append({"arm": "distillation", "divergence": divergence, **logs[divergence]})

@@ -75,6 +75,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="alignment/training corpus size, split evenly across domains")
     parser.add_argument("--glove-dim", type=int, default=300)
     parser.add_argument("--glove-iterations", type=int, default=15)
+    parser.add_argument("--donor", default=None,
+                        help="model asset that already uses the target tokenizer (e.g. qwen2.5-coder-0.5b for qwen2.5): "
+                             "the methods given are also run with its embeddings as the target-side space, as "
+                             "'<method>+donor' rows")
     parser.add_argument("--eval-batch", type=int, default=4, help="512-token windows per forward pass")
     parser.add_argument("--train", action="store_true", help="also run phase 'train'")
     parser.add_argument("--train-only", action="store_true", help="run phase 'train' but not phase 'after_swap'")
@@ -335,12 +339,12 @@ def compute_alignment(source_tok, target_tok, train_texts: list, seed: int, args
     return align_tokenizers(source_tok, target_tok, corpus=train_texts, config=config, progress=False)
 
 
-def swap(target_tok, alignment, method: str, source_tok, seed: int):
-    """A fresh SmolLM2 given `target_tok` with `method`; returns (model, tokenizer)."""
+def swap(target_tok, alignment, method: str, source_tok, seed: int, donor=None):
+    """A fresh SmolLM2 given `target_tok` with `method` (and a donor model's space); returns (model, tokenizer)."""
     from tokswap.swapper import TokenizerSwapper
 
     swapper = TokenizerSwapper.from_pretrained(load_source_model(), copy.deepcopy(target_tok), alignment=alignment,
-                                               init_method=method, source_tokenizer=source_tok, seed=seed)
+                                               init_method=method, source_tokenizer=source_tok, seed=seed, donor=donor)
     return swapper.model.eval(), swapper.tokenizer
 
 
@@ -437,20 +441,36 @@ def run_original(args, argv, heldout: dict, source_tok, rows: list) -> None:
     rows.append(row)
 
 
+def load_donor(name: str, target_tok):
+    """A model asset that uses `target_tok`'s vocabulary (its padding rows aside), to serve as a donor space."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tokswap import assets
+
+    folder = assets.model_path(name)
+    donor_vocab, target_vocab = AutoTokenizer.from_pretrained(folder).get_vocab(), target_tok.get_vocab()
+    if any(donor_vocab.get(token) != index for token, index in target_vocab.items()):
+        raise SystemExit(f"--donor {name}: its tokenizer is not the target tokenizer; a donor must already use it.")
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+
+
 def run_after_swap(args, argv, heldout: dict, alignments: Alignments, source_tok, rows: list) -> None:
     config = run_config(args)
     for target in args.targets:
+        donor = load_donor(args.donor, alignments.tokenizer(target)) if args.donor else None
         for method in init_method_names(args.methods):
-            dependent = is_seed_dependent(method)
+            # a donor space has no seed: those rows are scored once
+            dependent = is_seed_dependent(method) and donor is None
+            label = f"{method}+donor" if donor is not None else method
             for seed in args.seeds if dependent else args.seeds[:1]:
-                if find_row(rows, config, "after_swap", target, method, seed, any_seed=not dependent):
+                if find_row(rows, config, "after_swap", target, label, seed, any_seed=not dependent):
                     continue
-                row = base_row(args, argv, heldout, "after_swap", target=target, method=method, seed=seed,
-                               deterministic=not dependent)
+                row = base_row(args, argv, heldout, "after_swap", target=target, method=label, seed=seed,
+                               deterministic=not dependent, **({"donor": args.donor} if donor is not None else {}))
                 try:
                     alignment = alignments.get(target, seed)
                     started = time.perf_counter()
-                    model, tokenizer = swap(alignments.tokenizer(target), alignment, method, source_tok, seed)
+                    model, tokenizer = swap(alignments.tokenizer(target), alignment, method, source_tok, seed, donor)
                     swapped = time.perf_counter()
                     scores = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
                     row.update(scored(scores), alignment=alignments.summary(target, seed),
