@@ -88,6 +88,16 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        _leave_process_group()
+
+
+def _leave_process_group() -> None:
+    """End a torchrun / accelerate launch cleanly: a gloo group left open can abort the process at exit."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _one_line(err: Exception) -> str:

@@ -44,6 +44,8 @@ from .training import (
     add_run_arguments,
     align_special_token_ids,
     bf16_supported,
+    is_main_process,
+    launched_on_cpus,
     check_finite,
     never_shrink_vocabulary,
     resolve_resume_checkpoint,
@@ -112,6 +114,8 @@ class TokenDistillationConfig(SFTConfig):
 
     def __post_init__(self):
         self._check_ranges()  # before SFTConfig's own checks, whose errors name no fix
+        if launched_on_cpus():
+            self.use_cpu = True  # join the CPU process group (torchrun / accelerate launch without a GPU)
         if self.bf16 is None and not self.fp16:
             self.bf16 = bf16_supported()
         if self.activation_checkpointing is None:
@@ -623,8 +627,11 @@ def _cli_distill(args) -> int:
         teacher_tokenizer = None
     trainer = distill(student, tokenizer, teacher, dataset, config, teacher_tokenizer=teacher_tokenizer,
                       allow_nonfinite=args.allow_nonfinite)
-    trainer.save_model(args.output)
-    tokenizer.save_pretrained(args.output)
+    trainer.save_model(args.output)  # rank 0 only, like every Trainer save
+    if is_main_process():
+        tokenizer.save_pretrained(args.output)
+    if not is_main_process():
+        return 0
     history = [e for e in trainer.state.log_history if "loss" in e]
     if history:
         print(f"{trainer.state.global_step} steps, loss {history[0]['loss']:.4f} -> {history[-1]['loss']:.4f}")

@@ -99,10 +99,12 @@ class SelfDistillationConfig(SFTConfig):
     )
 
     def __post_init__(self):
-        from .training import bf16_supported
+        from .training import bf16_supported, launched_on_cpus
 
         if self.bf16 is None and not self.fp16:
             self.bf16 = bf16_supported()
+        if launched_on_cpus():
+            self.use_cpu = True  # join the CPU process group (torchrun / accelerate launch without a GPU)
         if self.activation_checkpointing is None:
             self.activation_checkpointing = bool(self.gradient_checkpointing)
         self.dataset_kwargs = {**(self.dataset_kwargs or {}), "skip_prepare_dataset": True}

@@ -177,7 +177,23 @@ def bf16_supported() -> bool:
     return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
 
+def launched_on_cpus() -> bool:
+    """Whether this is one of several processes (torchrun, accelerate launch) on a machine with no GPU.
+
+    transformers joins such processes into a (gloo) process group only with `use_cpu=True`; without it each
+    process trains alone on all the data and they all write the same folder. tokswap's configs set it.
+    """
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()
+
+
+def is_main_process() -> bool:
+    """Rank 0 of a multi-process run (or a single process): the one that writes final outputs."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def _world_size() -> int:
+    if "WORLD_SIZE" in os.environ:  # set by torchrun and accelerate launch; reading it initialises nothing
+        return max(1, int(os.environ["WORLD_SIZE"]))
     try:
         from accelerate import PartialState
 
@@ -428,6 +444,8 @@ class VocabAdaptationConfig:
             logging_nan_inf_filter=False,
             seed=self.seed,
         )
+        if launched_on_cpus():
+            kwargs["use_cpu"] = True  # see launched_on_cpus: otherwise every process trains alone
         kwargs.update(self.sft_kwargs)
         kwargs.update(overrides)
         return kwargs
@@ -909,7 +927,7 @@ def adapt_vocabulary(
 
     model.requires_grad_(True)
     result.model = model
-    if config.save_final_model:
+    if config.save_final_model and is_main_process():
         model.save_pretrained(config.output_dir)
         tokenizer.save_pretrained(config.output_dir)
         result.final_output_dir = config.output_dir
@@ -1134,6 +1152,8 @@ def _cli_train(args) -> int:
     teacher_model, teacher_tokenizer = _cli_teacher(args, model)
     result = adapt_vocabulary(model, tokenizer, dataset, config, teacher_model=teacher_model,
                               teacher_tokenizer=teacher_tokenizer, allow_nonfinite=args.allow_nonfinite)
+    if not is_main_process():  # the other ranks of a torchrun / accelerate launch trained along; rank 0 reports
+        return 0
     for stage, history in ((1, result.stage1_log_history), (2, result.stage2_log_history)):
         losses = [entry["loss"] for entry in history if "loss" in entry]
         if losses:
