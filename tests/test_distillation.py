@@ -342,3 +342,26 @@ def test_distill_stops_on_a_nan_loss(tokenizer, dataset, tmp_path):
 def test_config_ranges_are_checked(option, value, message, tmp_path):
     with pytest.raises(DistillationError, match=message):
         TokenDistillationConfig(output_dir=str(tmp_path), **{option: value})
+
+
+def test_gradient_accumulation_through_trainer_train(tokenizer, tmp_path):
+    """4 micro-batches of 1 accumulated give the update of 1 batch of 4, through Trainer.train(): transformers
+    passes num_items_in_batch to compute_loss, which must normalize by the tokens of the whole accumulated batch."""
+    tok = copy.deepcopy(tokenizer)
+    data = Dataset.from_dict({"text": [t[: 25 + 13 * i] for i, t in enumerate(TEXTS[:4])]})  # unequal lengths
+    student, teacher = llama(320, seed=0, dtype=torch.float64), llama(320, seed=1, dtype=torch.float64)
+    results = []
+    for name, batch, accumulation in (("big", 4, 1), ("accumulated", 1, 4)):
+        model = copy.deepcopy(student)
+        config = distill_config(tmp_path, output_dir=str(tmp_path / name), max_steps=1, packing=False,
+                                per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation,
+                                optim="sgd", max_grad_norm=1e9, lr_scheduler_type="constant", alpha=0.3,
+                                distill_chunk_size=5, dataloader_drop_last=True, seed=0)
+        trainer = TokenDistillationTrainer(model=model, teacher_model=copy.deepcopy(teacher), args=config,
+                                           train_dataset=data, processing_class=tok)
+        trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(trainer.train_dataset)
+        trainer.train()
+        results.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
+    moved = (results[0] - torch.cat([p.detach().reshape(-1) for p in student.parameters()])).abs().max()
+    assert moved > 1e-4
+    assert torch.allclose(results[0], results[1], rtol=0, atol=1e-6)

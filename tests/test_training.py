@@ -493,3 +493,29 @@ def test_non_finite_loss_callback_reads_the_logs():
 def test_config_ranges_are_checked(option, value, message):
     with pytest.raises(TrainingError, match=message):
         VocabAdaptationConfig(**{option: value})
+
+
+def test_gradient_accumulation_through_trainer_train(fresh_tokenizer, tmp_path):
+    """Stage training (TRL's SFTTrainer with tokswap's config): 4 x 1 accumulated = 1 x 4, through Trainer.train().
+
+    transformers passes num_items_in_batch only to models that accept loss kwargs; with unequal sequence lengths a
+    per-micro-batch mean would give a different update."""
+    from trl import SFTTrainer
+
+    data = Dataset.from_dict({"text": [t[: 20 + 17 * i] for i, t in enumerate(TEXTS[:4])]})
+    start = make_model("llama-untied").to(torch.float64)
+    results = []
+    for name, batch, accumulation in (("big", 4, 1), ("accumulated", 1, 4)):
+        model = copy.deepcopy(start)
+        config = tiny_config(tmp_path / name, per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation,
+                             packing=False, sft_kwargs=dict(optim="sgd", max_grad_norm=1e9, lr_scheduler_type="constant",
+                                                            dataloader_drop_last=True, report_to="none",
+                                                            save_strategy="no"))
+        trainer = SFTTrainer(model=model, args=config.to_sft_config(2, max_steps=1), train_dataset=data,
+                             processing_class=copy.deepcopy(fresh_tokenizer))
+        trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(trainer.train_dataset)
+        trainer.train()
+        results.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
+    moved = (results[0] - torch.cat([p.detach().reshape(-1) for p in start.parameters()])).abs().max()
+    assert moved > 1e-4
+    assert torch.allclose(results[0], results[1], rtol=0, atol=1e-6)
