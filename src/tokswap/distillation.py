@@ -51,6 +51,7 @@ from .training import (
     resolve_resume_checkpoint,
     with_non_finite_check,
 )
+from .telemetry import PublicHubTelemetryMixin
 from .utils import check_local_path, get_logger
 
 logger = get_logger(__name__)
@@ -385,7 +386,7 @@ def _hidden_states(model, model_inputs):
     return outputs.hidden_states[-1]
 
 
-class TokenDistillationTrainer(SFTTrainer):
+class TokenDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
     """`SFTTrainer` whose loss is `alpha * CE + (1 - alpha) * T^2 * D(teacher_T || student_T)` (see
     [`TokenDistillationConfig`]), computed in chunks so that no full-vocabulary logits tensor is built.
 

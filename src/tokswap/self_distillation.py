@@ -42,6 +42,7 @@ from trl import SFTConfig, SFTTrainer
 
 from .byte_alignment import aligned_windows, token_byte_ends
 from .errors import TokswapError
+from .telemetry import PublicHubTelemetryMixin
 from .utils import get_logger
 
 logger = get_logger(__name__)
@@ -399,7 +400,7 @@ def _forward_states(model, input_ids, attention_mask, all_layers: bool):
     return states[-1], (list(states[1:]) if all_layers else None)
 
 
-class SelfDistillationTrainer(SFTTrainer):
+class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
     """`SFTTrainer` that trains a swapped model to match the original model across the swap (see
     [`SelfDistillationConfig`] and the module docstring).
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import functools
 import json
 import math
 import os
@@ -804,13 +805,24 @@ def _lora_config(model, config: VocabAdaptationConfig):
     )
 
 
+@functools.lru_cache(maxsize=None)
+def stage_trainer_class():
+    """TRL's `SFTTrainer` as one cross-entropy stage runs it: its telemetry ping only ever goes to the public Hub."""
+    from trl import SFTTrainer
+
+    from .telemetry import PublicHubTelemetryMixin
+
+    class StageTrainer(PublicHubTelemetryMixin, SFTTrainer):
+        pass
+
+    return StageTrainer
+
+
 def _run_stage(stage, model, tokenizer, train_dataset, eval_dataset, config, resume, callbacks, peft_config=None,
                teacher=None):
     with never_shrink_vocabulary(model), _restore_forward(model):
         if teacher is None:
-            from trl import SFTTrainer
-
-            trainer = SFTTrainer(
+            trainer = stage_trainer_class()(
                 model=model,
                 args=config.to_sft_config(stage),
                 train_dataset=train_dataset,
