@@ -32,7 +32,7 @@ the name-derived repo is tried, and what it holds is checked against the tokeniz
 Every download goes through huggingface_hub's cache (`snapshot_download` / `hf_hub_download`), so
 with `HF_HUB_OFFLINE=1` the alignments used before still load. Set `$TOKSWAP_NO_PREBUILT_ALIGNMENTS=1`
 to never look for one, and `$TOKSWAP_ALIGNMENT_ENDPOINT` to read alignments from another Hub
-endpoint than `$HF_ENDPOINT`.
+endpoint than `$HF_ENDPOINT`. `HF_TOKEN` is never sent to that other host; `$TOKSWAP_ALIGNMENT_TOKEN` is.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ logger = get_logger(__name__)
 
 ALIGNMENT_NAMESPACE_ENV = "TOKSWAP_ALIGNMENT_NAMESPACE"
 ALIGNMENT_ENDPOINT_ENV = "TOKSWAP_ALIGNMENT_ENDPOINT"
+ALIGNMENT_TOKEN_ENV = "TOKSWAP_ALIGNMENT_TOKEN"
 NO_PREBUILT_ENV = "TOKSWAP_NO_PREBUILT_ALIGNMENTS"
 ON_MISMATCH_ENV = "TOKSWAP_ON_ALIGNMENT_MISMATCH"
 DEFAULT_ALIGNMENT_NAMESPACE = "tokswap-alignments"
@@ -96,6 +97,25 @@ def alignment_namespace() -> str:
 def alignment_endpoint() -> Optional[str]:
     """The Hub endpoint for alignments (`$TOKSWAP_ALIGNMENT_ENDPOINT`); `None` means huggingface_hub's own."""
     return os.environ.get(ALIGNMENT_ENDPOINT_ENV) or None
+
+
+def alignment_token(token: Optional[Union[str, bool]] = None, endpoint: Optional[str] = None):
+    """The token to send with an alignment request to `endpoint` (default `$TOKSWAP_ALIGNMENT_ENDPOINT`).
+
+    A token passed explicitly is used as given. The implicit one (`HF_TOKEN`, or the saved login) belongs to
+    `HF_ENDPOINT`'s host, so it is never sent to another host: there `$TOKSWAP_ALIGNMENT_TOKEN` is sent if set,
+    else no token (`False`, which stops huggingface_hub from reading `HF_TOKEN`).
+    """
+    if token is not None:
+        return token
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    target = endpoint or alignment_endpoint()
+    if target is None or urlparse(target).netloc.lower() == urlparse(constants.ENDPOINT).netloc.lower():
+        return None
+    return os.environ.get(ALIGNMENT_TOKEN_ENV) or False
 
 
 def alignment_index_repo_id(namespace: Optional[str] = None) -> str:
@@ -237,7 +257,7 @@ def download_alignment(
         snapshot_download(
             repo_id,
             revision=revision,
-            token=token,
+            token=alignment_token(token, endpoint),
             cache_dir=cache_dir,
             local_files_only=local_files_only,
             allow_patterns=list(ALIGNMENT_REPO_FILES),
@@ -277,7 +297,7 @@ def load_alignment_index(
         path = hf_hub_download(
             alignment_index_repo_id(namespace),
             INDEX_FILENAME,
-            token=token,
+            token=alignment_token(token, endpoint),
             endpoint=endpoint or alignment_endpoint(),
             local_files_only=local_files_only,
             library_name="tokswap",
@@ -580,7 +600,7 @@ def push_alignment(
             "`TokenAlignment.from_reference_json`) before pushing."
         )
     repo_id = _qualify(repo_id, namespace) if repo_id else alignment_repo_id(source_fp, target_fp, namespace)
-    api = _hf_api(token=token, endpoint=alignment_endpoint())
+    api = _hf_api(token=alignment_token(token), endpoint=alignment_endpoint())
     public = TokenAlignment(
         target_to_source=alignment.target_to_source, scores=alignment.scores, row_sources=alignment.row_sources,
         fallback_indptr=alignment.fallback_indptr, fallback_indices=alignment.fallback_indices,
@@ -630,7 +650,7 @@ def update_alignment_index(entry: dict, namespace: Optional[str] = None, token: 
     from huggingface_hub.errors import HfHubHTTPError
 
     index_repo = alignment_index_repo_id(namespace)
-    api = _hf_api(token=token, endpoint=alignment_endpoint())
+    api = _hf_api(token=alignment_token(token), endpoint=alignment_endpoint())
     api.create_repo(index_repo, exist_ok=True)
     key = pair_key(entry["source_tokenizer"]["vocab_hash"], entry["target_tokenizer"]["vocab_hash"])
     for attempt in range(retries):
