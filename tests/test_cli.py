@@ -25,6 +25,27 @@ def test_each_command_has_a_full_help(command, capsys):
     assert f"tokswap {command}" in capsys.readouterr().out
 
 
+def help_examples(command, capsys) -> list:
+    """The `tokswap <command> ...` lines of the command's --help examples, continuation lines joined."""
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    text = capsys.readouterr().out
+    assert "\nexamples:\n" in text
+    examples = text.split("\nexamples:\n", 1)[1].replace("\\\n", " ")
+    lines = [line.split("#", 1)[0] for line in examples.splitlines()]  # shell comments are not arguments
+    return [line.split() for line in lines if line.strip().startswith(f"tokswap {command}")]
+
+
+@pytest.mark.parametrize("command", sorted(cli._COMMANDS))
+def test_each_command_has_at_least_two_examples_that_parse(command, capsys):
+    examples = help_examples(command, capsys)
+    assert len(examples) >= 2, f"tokswap {command} --help shows {len(examples)} examples"
+    for words in examples:
+        # the flags and positionals are the command's own: argparse exits 2 on any it does not know
+        args = cli.build_parser(command).parse_args(words[1:])
+        assert args.command == command and callable(args.func)
+
+
 def test_no_command_and_bad_arguments_are_user_errors(capsys):
     assert cli.main([]) == 2
     with pytest.raises(SystemExit) as exit_info:

@@ -36,6 +36,7 @@ from .alignment import ALIGNMENT_CONFIG_NAME, AlignmentError, RowSource, TokenAl
 from .matching import nearest_neighbours, normalize_rows, precision_at_k, procrustes_map, relative_representations
 from .errors import check_fraction, check_positive, check_positive_int
 from .utils import cache_dir, check_local_path, check_output_dir, get_logger
+from .utils.cli import examples_formatter
 from .vocab import (
     _source_preference,
     _vocab_by_id,
@@ -852,6 +853,13 @@ def _cli_align(args) -> int:
     return 0
 
 
+ALIGN_EXAMPLES = """examples:
+  tokswap align smollm2 qwen2.5 --output alignments/smollm2-qwen2.5
+  tokswap align gpt-neox gemma3 --corpus my_corpus.jsonl --dim 100 --iterations 10 --output alignments/neox-gemma3
+  tokswap align HuggingFaceTB/SmolLM2-135M Qwen/Qwen2.5-0.5B --output alignments/smollm2-qwen2.5 --overwrite
+"""
+
+
 def register_cli(subparsers) -> None:
     """Add `tokswap align SRC TGT --output DIR` to the tokswap command line."""
     parser = subparsers.add_parser(
@@ -860,6 +868,8 @@ def register_cli(subparsers) -> None:
         description="Learn which source token each target token inherits its parameters from: tokenize a corpus "
         "with both tokenizers, train GloVe vectors per vocabulary, pair identical tokens by bytes and match the rest.",
     )
+    parser.epilog = ALIGN_EXAMPLES
+    parser.formatter_class = examples_formatter(parser.formatter_class)
     parser.add_argument("source_tokenizer", help="source tokenizer: asset name (smollm2, gpt-neox...), folder or Hub id")
     parser.add_argument("target_tokenizer", help="target tokenizer: asset name (qwen2.5, gemma3...), folder or Hub id")
     parser.add_argument("--corpus", default="default",

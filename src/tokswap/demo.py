@@ -34,6 +34,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .errors import TokswapError
 from .utils import atomic_output_file, check_output_dir, get_logger
+from .utils.cli import examples_formatter
 
 logger = get_logger(__name__)
 
@@ -500,6 +501,13 @@ def _cli_demo(args) -> int:
     return 0
 
 
+DEMO_EXAMPLES = """examples:
+  tokswap demo
+  tokswap demo --quick --output outputs/demo-quick
+  tokswap demo --target-tokenizer gemma3 --train-steps 60 --limit 50
+"""
+
+
 def register_cli(subparsers) -> None:
     """Add `tokswap demo`."""
     defaults = DemoConfig()
@@ -513,6 +521,8 @@ def register_cli(subparsers) -> None:
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+    parser.epilog = DEMO_EXAMPLES
+    parser.formatter_class = examples_formatter(parser.formatter_class)
     parser.add_argument("--output", default=defaults.output, help="folder for the model and the results")
     parser.add_argument("--target-tokenizer", default=defaults.target_tokenizer,
                         help="the new tokenizer: qwen2.5, qwen3, llama3, gemma3, gpt-neox, or a folder")

@@ -53,6 +53,7 @@ from .training import (
 )
 from .telemetry import PublicHubTelemetryMixin
 from .utils import check_local_path, get_logger
+from .utils.cli import examples_formatter
 
 logger = get_logger(__name__)
 
@@ -574,6 +575,14 @@ def distill(
 # --------------------------------------------------------------------------------------------------
 
 
+DISTILL_EXAMPLES = """examples:
+  tokswap distill smollm2-qwen-trained --teacher Qwen/Qwen2.5-0.5B --dataset corpus.jsonl --output distilled \\
+      --max-steps 1000
+  tokswap distill smollm2-gemma --teacher gemma3-270m --dataset corpus.txt --output distilled --alpha 0.0 \\
+      --divergence reverse_kl --chunk-size 128
+"""
+
+
 def register_cli(subparsers) -> None:
     """Add `tokswap distill STUDENT_DIR --teacher T --dataset PATH --output DIR [...]`."""
     parser = subparsers.add_parser(
@@ -582,6 +591,8 @@ def register_cli(subparsers) -> None:
         description="Train the student on alpha * CE + (1 - alpha) * T^2 * KL(teacher || student), computed in "
         "chunks of positions. The student must already use the teacher's tokenizer (run `tokswap swap` first).",
     )
+    parser.epilog = DISTILL_EXAMPLES
+    parser.formatter_class = examples_formatter(parser.formatter_class)
     parser.add_argument("student_dir", help="student model folder (with its tokenizer)")
     parser.add_argument("--teacher", required=True, help="teacher model folder or id (with its tokenizer)")
     parser.add_argument("--dataset", required=True, help=".txt, .jsonl/.json, .parquet, or a dataset folder")

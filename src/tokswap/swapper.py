@@ -26,6 +26,7 @@ from .errors import TokswapError
 from .init_methods import DEFAULT_INIT_METHOD, INIT_METHODS, get_init_method
 from .surgery import swap_vocabulary
 from .utils import atomic_output_dir, check_local_path, check_output_dir, get_logger
+from .utils.cli import examples_formatter
 
 logger = get_logger(__name__)
 
@@ -501,6 +502,14 @@ def _describe_run(kind: str, config, **extra) -> dict:
 
 
 # --------------------------------------------------------------------------- CLI
+SWAP_EXAMPLES = """examples:
+  tokswap swap smollm2-135m qwen2.5 --output smollm2-qwen
+  tokswap swap HuggingFaceTB/SmolLM2-135M Qwen/Qwen2.5-0.5B --alignment alignments/smollm2-qwen2.5 \\
+      --init-method tokalign --output smollm2-qwen-tokalign
+  tokswap swap smollm2-135m qwen2.5 --donor qwen2.5-coder-0.5b --init-method focus --output smollm2-qwen-focus
+"""
+
+
 def register_cli(subparsers) -> None:
     """`tokswap swap SRC TGT --output DIR [--alignment ...] [--init-method ...]`."""
     parser = subparsers.add_parser(
@@ -509,6 +518,8 @@ def register_cli(subparsers) -> None:
         description="Load SRC (a causal LM), give it the vocabulary of TGT (a tokenizer or model), initialize the "
         "new embedding rows from the alignment, and save a plain transformers model folder.",
     )
+    parser.epilog = SWAP_EXAMPLES
+    parser.formatter_class = examples_formatter(parser.formatter_class)
     parser.add_argument("source", metavar="SRC", help="source model: Hub id, folder, GGUF file or tokswap asset name")
     parser.add_argument("target", metavar="TGT", help="target tokenizer: Hub id or folder of a tokenizer or model")
     parser.add_argument("--output", "-o", required=True, help="folder to write the swapped model to (new or empty)")

@@ -38,6 +38,7 @@ import torch
 
 from .errors import TokswapError, check_fraction, check_positive, check_positive_int
 from .utils import check_local_path, get_logger
+from .utils.cli import examples_formatter
 
 logger = get_logger(__name__)
 
@@ -1098,6 +1099,15 @@ def run_arguments(args) -> dict:
     )
 
 
+TRAIN_EXAMPLES = """examples:
+  tokswap train smollm2-qwen --dataset corpus.jsonl --output smollm2-qwen-trained --stage1-steps 500 --stage2-steps 500
+  tokswap train smollm2-qwen --dataset corpus.txt --output run --stage2 lora --lora-r 16 --recovery self_distill
+  torchrun --nproc_per_node 2 -m tokswap.cli train smollm2-qwen --dataset corpus.jsonl --output run
+  accelerate launch --config_file templates/accelerate/multi_gpu.yaml -m tokswap.cli train smollm2-qwen \\
+      --dataset corpus.jsonl --output run
+"""
+
+
 def register_cli(subparsers) -> None:
     """Add `tokswap train MODEL_DIR --dataset PATH --output DIR [...]`."""
     parser = subparsers.add_parser(
@@ -1106,6 +1116,8 @@ def register_cli(subparsers) -> None:
         description="Train a swapped model on its new vocabulary: stage 1 trains only the embeddings and the "
         "output head, stage 2 the whole model (or LoRA adapters). Runs under `accelerate launch` for multi-GPU.",
     )
+    parser.epilog = TRAIN_EXAMPLES
+    parser.formatter_class = examples_formatter(parser.formatter_class)
     parser.add_argument("model_dir", help="model folder (or Hub id) with its tokenizer, e.g. the output of `tokswap swap`")
     parser.add_argument("--dataset", required=True, help=".txt, .jsonl/.json, .parquet, a save_to_disk folder, or a folder of files")
     parser.add_argument("--output", required=True, help="output folder: checkpoints in stage1/ and stage2/, final model at the top")
