@@ -118,3 +118,45 @@ def test_heldout_by_language(small_corpus):
     assert udhr_english and not any(t.startswith("Article 26") for t in train)
     subset = heldout_by_language(max_docs_per_language=20, languages=["en", "math"])
     assert set(subset) == {"en", "math"} and subset["en"] == heldout["en"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Corpus files given by the user
+# ----------------------------------------------------------------------------------------------
+
+def test_a_file_without_blank_lines_is_one_document_per_line(tmp_path):
+    path = tmp_path / "lines.txt"
+    path.write_text("first document here\nsecond one\n\tthird, indented\n", encoding="utf-8")
+    assert corpus_module.read_text_documents(path) == ["first document here", "second one", "\tthird, indented"]
+
+
+def test_blank_lines_separate_paragraphs_of_several_lines(tmp_path):
+    path = tmp_path / "paragraphs.txt"
+    path.write_text("line one\nline two\n\n\nnext paragraph\n  \nlast\n", encoding="utf-8")
+    assert corpus_module.read_text_documents(path) == ["line one\nline two", "next paragraph", "last"]
+
+
+def test_a_huge_line_is_cut_into_bounded_pieces_at_spaces(tmp_path):
+    words = [f"wörd{i}" for i in range(20_000)]
+    path = tmp_path / "one_line.txt"
+    path.write_text(" ".join(words) + "\n", encoding="utf-8")
+    pieces = corpus_module.read_text_documents(path, max_document_bytes=4_000)
+    assert len(pieces) > 20 and all(len(p.encode("utf-8")) <= 4_000 for p in pieces)
+    assert " ".join(pieces).split() == words  # cut only at spaces: no word lost or split
+
+
+def test_a_binary_file_is_refused_with_the_fix(tmp_path):
+    path = tmp_path / "data.txt"
+    path.write_bytes(b"text\n\xff\xfe\x00binary\n")
+    with pytest.raises(corpus_module.CorpusError, match="not UTF-8 text"):
+        corpus_module.read_text_documents(path)
+
+
+def test_alignment_and_training_read_one_document_per_line(tmp_path):
+    from tokswap.aligner import load_corpus
+    from tokswap.training import load_training_dataset
+
+    path = tmp_path / "dump.txt"
+    path.write_text("".join(f"document number {i} with some words\n" for i in range(5)), encoding="utf-8")
+    assert len(load_corpus(path)) == 5
+    assert load_training_dataset(path)["text"] == [f"document number {i} with some words" for i in range(5)]

@@ -271,7 +271,8 @@ def check_corpus_path(corpus) -> None:
 
 def load_corpus(path) -> "datasets.Dataset":
     """A corpus from a .jsonl (a "text" field per line), a .txt (one document per blank-line-separated
-    paragraph), or a folder saved with `datasets.save_to_disk`."""
+    paragraph, or per line when the file has no blank line; see `tokswap.corpus.read_text_documents`), or a
+    folder saved with `datasets.save_to_disk`."""
     import datasets
 
     path = Path(path)
@@ -288,8 +289,9 @@ def load_corpus(path) -> "datasets.Dataset":
                     record = json.loads(line)
                     texts.append(record["text"] if isinstance(record, dict) else str(record))
     else:
-        with open(path, encoding="utf-8") as handle:
-            texts = [block for block in handle.read().split("\n\n") if block.strip()]
+        from .corpus import read_text_documents
+
+        texts = read_text_documents(path)
     return datasets.Dataset.from_dict({"text": texts})
 
 

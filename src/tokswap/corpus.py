@@ -100,6 +100,59 @@ def _split_long(paragraph: str, max_bytes: int) -> Iterator[str]:
         yield "".join(pieces).rstrip("\n")
 
 
+# A document longer than this is cut into pieces at line breaks or spaces before tokenizing: one 50 MB line
+# would otherwise be tokenized (and its offsets held) as one sequence.
+MAX_DOCUMENT_BYTES = 1_000_000
+
+
+def text_file_has_blank_lines(path) -> bool:
+    """Whether a text file separates paragraphs with blank lines (read line by line, stopping at the first)."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return any(not line.strip() for line in handle)
+
+
+def read_text_documents(path, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> List[str]:
+    """The documents of a plain-text corpus file.
+
+    A file with blank lines holds one document per blank-line-separated paragraph; a file without any holds
+    one document per line (the format of GloVe's and fastText's corpora and of most dumps). A document longer
+    than `max_document_bytes` is cut into pieces at line breaks, then spaces.
+
+    Raises:
+        `CorpusError` when the file is not UTF-8 text.
+    """
+    by_paragraph = text_file_has_blank_lines(path)
+    documents: List[str] = []
+    paragraph: List[str] = []
+
+    def add(text: str) -> None:
+        text = text.strip("\n")
+        if not text.strip():
+            return
+        if len(text) <= max_document_bytes // 4 or len(text.encode("utf-8")) <= max_document_bytes:
+            documents.append(text)
+        else:
+            documents.extend(piece for piece in _split_long(text, max_document_bytes) if piece)
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if not by_paragraph:
+                    add(line)
+                elif line.strip():
+                    paragraph.append(line)
+                elif paragraph:
+                    add("".join(paragraph))
+                    paragraph = []
+    except UnicodeDecodeError as err:
+        raise CorpusError(
+            f"{path} is not UTF-8 text (byte {err.start}: {err.reason}); give a UTF-8 .txt or .jsonl corpus."
+        ) from None
+    if paragraph:
+        add("".join(paragraph))
+    return documents
+
+
 def chunk_document(text: str, max_bytes: int = MAX_CHUNK_BYTES, min_bytes: int = MIN_CHUNK_BYTES) -> List[str]:
     """Split a document into chunks of whole paragraphs (blank-line separated), each at most `max_bytes`."""
     chunks: List[str] = []

@@ -995,7 +995,8 @@ def merge_lora_adapters(peft_model):
 
 
 def load_training_dataset(path: Union[str, os.PathLike], split: str = "train"):
-    """Load a training set from a `.txt` file (one document per blank-line-separated paragraph), a `.jsonl` /
+    """Load a training set from a `.txt` file (one document per blank-line-separated paragraph, or per line when
+    the file has no blank line), a `.jsonl` /
     `.json` file (a `text` or `input_ids` field per record), a `.parquet` file, a `save_to_disk` folder, or a
     folder of such files.
 
@@ -1029,7 +1030,11 @@ def _load_files(files: list[str], suffix: str, split: str):
     import datasets
 
     if suffix == ".txt":
-        return datasets.load_dataset("text", data_files={split: files}, split=split, sample_by="paragraph")
+        from .corpus import text_file_has_blank_lines
+
+        # paragraphs when the files separate them with blank lines, else one document per line
+        sample_by = "paragraph" if any(text_file_has_blank_lines(f) for f in files) else "line"
+        return datasets.load_dataset("text", data_files={split: files}, split=split, sample_by=sample_by)
     if suffix in (".jsonl", ".json"):
         return datasets.load_dataset("json", data_files={split: files}, split=split)
     if suffix == ".parquet":
