@@ -91,10 +91,9 @@ def hub(hub_token):
     server.stop()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _loopback_hub_running(hub):
-    """Any Hub call from any test reaches the loopback Hub (not a closed port)."""
-    yield
+# No autouse: pure unit tests never start the loopback Hub. Test files that talk to the Hub, directly or through
+# tokswap's prebuilt-alignment lookup, say so with `pytestmark = pytest.mark.usefixtures("hub")`; anywhere else a
+# Hub call meets a closed port on $HF_ENDPOINT.
 
 
 @pytest.fixture(scope="session")

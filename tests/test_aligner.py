@@ -17,6 +17,8 @@ from tokswap.aligner import (
 from tokswap.alignment import AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
 from tokswap.metrics import baseline_alignment, bleu1, source_to_target_map
 
+pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
+
 
 @pytest.fixture(scope="module")
 def tokenizers():

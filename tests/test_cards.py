@@ -9,6 +9,8 @@ from huggingface_hub import ModelCard
 from tokswap import cards
 from tokswap.alignment import RowSource, TokenAlignment
 
+pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
+
 SOURCE_FP = {"name_or_path": "HuggingFaceTB/SmolLM2-135M", "vocab_size": 49152, "vocab_hash": "a" * 64}
 TARGET_FP = {"name_or_path": "Qwen/Qwen2.5-0.5B", "vocab_size": 151665, "vocab_hash": "b" * 64}
 

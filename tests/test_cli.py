@@ -7,6 +7,8 @@ import pytest
 
 from tokswap import cli
 
+pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
+
 
 def test_top_level_help_lists_every_command_without_importing_them(capsys):
     with pytest.raises(SystemExit) as exit_info:

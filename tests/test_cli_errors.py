@@ -11,6 +11,8 @@ import pytest
 
 from tokswap import cli
 
+pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
+
 MISSING = "{tmp}/does-not-exist"
 MODEL = "{tmp}/model"  # an existing (empty) folder: passes the path checks, never loaded
 DATA = "{tmp}/data.jsonl"

@@ -18,6 +18,8 @@ import uuid
 
 import pytest
 
+pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
+
 pytest.importorskip("matplotlib")
 
 

@@ -9,6 +9,8 @@ from tokswap.alignment import RowSource, TokenAlignment, tokenizer_fingerprint
 from tokswap.drafting import DraftError, check_draft_compatible, make_draft, measure_speculative_decoding
 from tokswap.init_methods import source_pieces
 
+pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
+
 TEXTS = [
     "def add(a, b):\n    return a + b\n",
     "The quick brown fox jumps over the lazy dog, and the dog sleeps.",

@@ -13,6 +13,8 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from tokswap import evaluation as ev
 
+pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
+
 WORDS = ["<eos>", "q", "r", "a", "b", "c", "d", "the", "cat", "sat", "on", "mat", "dog", "ran", "x", "y", "z", "<unk>"]
 
 

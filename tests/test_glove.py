@@ -162,9 +162,7 @@ def test_glove_two_cpu_threads_give_the_same_vectors(planted_cooc):
 
 
 def test_glove_cost_decreases_and_groups_separate(planted_cooc):
-    start = time.perf_counter()
     result = train_glove(planted_cooc, small_config(iterations=15), progress=False)
-    assert time.perf_counter() - start < 20
     assert result.costs[-1] < 0.5 * result.costs[0]
     assert all(later <= earlier * 1.05 for earlier, later in zip(result.costs, result.costs[1:]))
     # Token 40 never occurs: no vector.

@@ -17,7 +17,7 @@ import pytest
 from tokswap import hub as tokswap_hub
 from tokswap.alignment import AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.usefixtures("hub"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 
 # ---------------------------------------------------------------------------------------- fixtures

@@ -30,7 +30,7 @@ from huggingface_hub.errors import (  # noqa: E402
 )
 
 # httpx2 warns about `data=<file>` on LFS PUTs made by huggingface_hub itself.
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.usefixtures("hub"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 
 def _tiny_tokenizer():

@@ -18,6 +18,8 @@ import pytest
 from tokswap.alignment import AlignmentError, TokenAlignment
 from tokswap.utils import check_output_dir
 
+pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
+
 KILLED = 86  # the child's exit status when the hook fired
 
 # Shared by every child: tiny tokenizer and model builders, and `kill_after(module, name)`, which makes

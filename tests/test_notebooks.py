@@ -23,7 +23,7 @@ from nbclient import NotebookClient  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "templates" / "notebooks"
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hub"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 
 def _helpers():

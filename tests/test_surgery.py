@@ -20,6 +20,8 @@ from tokswap.init_methods import (
 )
 from tokswap.surgery import MissingSpecialTokenError, SurgeryError, swap_vocabulary
 
+pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
+
 transformers = pytest.importorskip("transformers")
 
 TEXTS = [
@@ -33,11 +35,9 @@ TEXTS = [
 
 # --------------------------------------------------------------------------- fixtures
 def _tokenizer(name):
-    assets = pytest.importorskip("tokswap.assets")
-    try:
-        tokenizer = assets.load_tokenizer(name)
-    except Exception as err:  # offline without the cached asset
-        pytest.skip(f"tokenizer asset {name} unavailable: {err}")
+    from tokswap import assets
+
+    tokenizer = assets.load_tokenizer(name)  # a failure to load an asset is a failure, never a skip
     if tokenizer.eos_token is None:  # the packaged Llama-3 tokenizer carries no special-token map
         tokenizer.eos_token = "<|end_of_text|>" if "<|end_of_text|>" in tokenizer.get_vocab() else "<|endoftext|>"
     return tokenizer

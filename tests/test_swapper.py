@@ -15,15 +15,15 @@ from tokswap.swapper import SwapperError, TokenizerSwapper
 transformers = pytest.importorskip("transformers")
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
+
 TEXT = "The quick brown fox jumps over the lazy dog. Всем привет! 你好，世界。 def f(x): return x * 2"
 
 
 def _tokenizer(name):
-    assets = pytest.importorskip("tokswap.assets")
-    try:
-        return assets.load_tokenizer(name)
-    except Exception as err:  # offline without the cached asset
-        pytest.skip(f"tokenizer asset {name} unavailable: {err}")
+    from tokswap import assets
+
+    return assets.load_tokenizer(name)  # a failure to load an asset is a failure, never a skip
 
 
 def _alignment(source_tokenizer, target_tokenizer) -> TokenAlignment:
@@ -68,11 +68,9 @@ def source_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def target_dir():
-    assets = pytest.importorskip("tokswap.assets")
-    try:
-        return assets.tokenizer_path("qwen2.5")
-    except Exception as err:
-        pytest.skip(f"tokenizer asset qwen2.5 unavailable: {err}")
+    from tokswap import assets
+
+    return assets.tokenizer_path("qwen2.5")
 
 
 @pytest.fixture(scope="module")
