@@ -146,7 +146,7 @@ def render_alignment_card(alignment, repo_id: Optional[str] = None, alignment_sh
     """
     from huggingface_hub import ModelCard, ModelCardData
 
-    from .hub import alignment_index_repo_id
+    from .hub_naming import alignment_index_repo_id
 
     config = alignment.config
     source, target = alignment.source_fingerprint, alignment.target_fingerprint

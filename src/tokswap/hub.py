@@ -57,17 +57,21 @@ from .alignment import (
     tokenizer_fingerprint,
 )
 from .errors import TokswapError
+from .hub_naming import (  # re-exported: part of tokswap.hub's interface
+    ALIGNMENT_NAMESPACE_ENV,
+    DEFAULT_ALIGNMENT_NAMESPACE,
+    INDEX_REPO_NAME,
+    alignment_index_repo_id,
+    alignment_namespace,
+)
 from .utils import get_logger, sha256_file
 
 logger = get_logger(__name__)
 
-ALIGNMENT_NAMESPACE_ENV = "TOKSWAP_ALIGNMENT_NAMESPACE"
 ALIGNMENT_ENDPOINT_ENV = "TOKSWAP_ALIGNMENT_ENDPOINT"
 ALIGNMENT_TOKEN_ENV = "TOKSWAP_ALIGNMENT_TOKEN"
 NO_PREBUILT_ENV = "TOKSWAP_NO_PREBUILT_ALIGNMENTS"
 ON_MISMATCH_ENV = "TOKSWAP_ON_ALIGNMENT_MISMATCH"
-DEFAULT_ALIGNMENT_NAMESPACE = "tokswap-alignments"
-INDEX_REPO_NAME = "index"
 INDEX_FILENAME = "index.json"
 INDEX_FORMAT_VERSION = 1
 CARD_NAME = "README.md"
@@ -87,11 +91,6 @@ class HubPushError(TokswapError):
 # ---------------------------------------------------------------------------------------- naming
 def _is_true(value: Optional[str]) -> bool:
     return str(value or "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def alignment_namespace() -> str:
-    """The Hub namespace holding prebuilt alignments (`$TOKSWAP_ALIGNMENT_NAMESPACE`, default `tokswap-alignments`)."""
-    return os.environ.get(ALIGNMENT_NAMESPACE_ENV) or DEFAULT_ALIGNMENT_NAMESPACE
 
 
 def alignment_endpoint() -> Optional[str]:
@@ -116,11 +115,6 @@ def alignment_token(token: Optional[Union[str, bool]] = None, endpoint: Optional
     if target is None or urlparse(target).netloc.lower() == urlparse(constants.ENDPOINT).netloc.lower():
         return None
     return os.environ.get(ALIGNMENT_TOKEN_ENV) or False
-
-
-def alignment_index_repo_id(namespace: Optional[str] = None) -> str:
-    """`<namespace>/index`, the repo whose `index.json` maps tokenizer pairs to alignment repos."""
-    return f"{namespace or alignment_namespace()}/{INDEX_REPO_NAME}"
 
 
 def _name_of(tokenizer_or_name: Any) -> str:
