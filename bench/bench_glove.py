@@ -33,9 +33,9 @@ from pathlib import Path
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# A local mirror of github.com/stanfordnlp/GloVe when one exists (offline machines), else GitHub itself.
-LOCAL_GLOVE_MIRROR = "/work/.mirror/stanfordnlp+GloVe/repo"
-DEFAULT_GLOVE_REPO = LOCAL_GLOVE_MIRROR if os.path.isdir(LOCAL_GLOVE_MIRROR) else "https://github.com/stanfordnlp/GloVe"
+# Where the Stanford GloVe C tool is cloned from: $GLOVE_REPO (e.g. a local mirror on an offline machine), else
+# GitHub itself.
+DEFAULT_GLOVE_REPO = os.environ.get("GLOVE_REPO") or "https://github.com/stanfordnlp/GloVe"
 
 
 # --------------------------------------------------------------------------- corpus
