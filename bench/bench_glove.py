@@ -9,7 +9,7 @@ tokswap counts with `skip_rare_in_window=True`, which reproduces the C tool's `c
 the script checks that both sides produce the same pairs, so the GloVe comparison is on identical
 co-occurrences.
 
-The Stanford tool is cloned from the local mirror (or `--glove-repo`) into a temporary folder
+The Stanford tool is cloned from `--glove-repo` (default `$GLOVE_REPO`, else GitHub) into a temporary folder
 outside the repository and built with `make`; it is never committed.
 
 Usage:
