@@ -1,4 +1,4 @@
-"""TRL's telemetry ping from tokswap's trainers reaches the public Hub only, never a private HF_ENDPOINT."""
+"""TRL's telemetry ping from tokswap's trainers: off unless TOKSWAP_TELEMETRY=1, never to a private HF_ENDPOINT."""
 
 import copy
 
@@ -20,6 +20,7 @@ def pings(monkeypatch):
     sent = []
     monkeypatch.setattr(base_trainer, "send_telemetry", lambda **kwargs: sent.append(kwargs["topic"]))
     monkeypatch.delenv("CI", raising=False)  # TRL skips CI runs; these tests need the ping path itself
+    monkeypatch.delenv("TOKSWAP_TELEMETRY", raising=False)
     return sent
 
 
@@ -62,13 +63,21 @@ def build_trainers(tiny, tmp_path):
     return stage, distill
 
 
-def test_no_ping_to_a_private_endpoint(monkeypatch, pings, tiny, tmp_path):
+def test_no_ping_unless_the_user_turns_it_on(monkeypatch, pings, tiny, tmp_path):
+    set_endpoint(monkeypatch, "https://huggingface.co")
+    build_trainers(tiny, tmp_path)
+    assert pings == []
+
+
+def test_no_ping_to_a_private_endpoint_even_when_turned_on(monkeypatch, pings, tiny, tmp_path):
+    monkeypatch.setenv("TOKSWAP_TELEMETRY", "1")
     set_endpoint(monkeypatch, "http://127.0.0.1:9")
     build_trainers(tiny, tmp_path)
     assert pings == []
 
 
-def test_the_public_hub_gets_trl_s_usual_ping(monkeypatch, pings, tiny, tmp_path):
+def test_turned_on_the_public_hub_gets_trl_s_usual_ping(monkeypatch, pings, tiny, tmp_path):
+    monkeypatch.setenv("TOKSWAP_TELEMETRY", "1")
     set_endpoint(monkeypatch, "https://huggingface.co")
     build_trainers(tiny, tmp_path)
     assert len(pings) == 2 and all(topic.startswith("trl/") for topic in pings)
