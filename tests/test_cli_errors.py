@@ -21,6 +21,8 @@ FOREIGN = "{tmp}/foreign"  # a non-empty folder tokswap did not write
 OLD_SWAP = "{tmp}/old-swap"  # an earlier `tokswap swap` output
 OLD_ALIGN = "{tmp}/old-align"  # an earlier `tokswap align` output
 A_FILE = "{tmp}/notes.txt"
+BINARY = "{tmp}/binary.txt"  # not UTF-8
+NO_TEXT = "{tmp}/no_text.jsonl"  # records without a text field
 
 TRAIN = ["train", MODEL, "--dataset", DATA, "--output", OUT]
 DISTILL = ["distill", MODEL, "--teacher", MODEL, "--dataset", DATA, "--output", OUT]
@@ -72,6 +74,19 @@ CASES = [
     ("align-foreign-output", ALIGN + ["--output", FOREIGN, "--overwrite"], "not written by tokswap"),
     ("align-earlier-output", ALIGN + ["--output", OLD_ALIGN], "Pass --overwrite"),
     ("align-file-output", ALIGN + ["--output", A_FILE], "existing file"),
+    # the other commands
+    ("draft-missing-small", ["draft", MISSING, MODEL, "--output", OUT], "does-not-exist"),
+    ("draft-missing-big", ["draft", MODEL, MISSING, "--output", OUT], "does-not-exist"),
+    ("draft-foreign-output", ["draft", MODEL, MODEL, "--output", FOREIGN], "not written by tokswap"),
+    ("draft-missing-dataset", ["draft", MODEL, MODEL, "--output", OUT, "--dataset", MISSING], "does-not-exist"),
+    ("push-missing-folder", ["push", MISSING, "me/repo"], "does-not-exist"),
+    ("push-folder-not-written-by-tokswap", ["push", FOREIGN, "me/repo"], "tokswap"),
+    ("assets-unknown-name", ["assets", "fetch", "no-such-asset"], "no-such-asset"),
+    ("demo-foreign-output", ["demo", "--output", FOREIGN], "not written by tokswap"),
+    ("demo-negative-train-steps", ["demo", "--output", OUT, "--train-steps", "-1"], "--train-steps must be >= 0"),
+    ("train-binary-dataset", ["train", MODEL, "--dataset", BINARY, "--output", OUT], "UTF-8"),
+    ("align-binary-corpus", ALIGN + ["--output", OUT, "--corpus", BINARY], "UTF-8"),
+    ("train-dataset-without-text", ["train", MODEL, "--dataset", NO_TEXT, "--output", OUT], "text"),
 ]
 
 
@@ -92,6 +107,8 @@ def workspace(tmp_path, monkeypatch):
     (tmp_path / "old-align").mkdir()
     (tmp_path / "old-align" / "alignment_config.json").write_text("{}")
     (tmp_path / "notes.txt").write_text("keep me")
+    (tmp_path / "binary.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe binary")
+    (tmp_path / "no_text.jsonl").write_text(json.dumps({"content": "hello"}) + "\n")
     return tmp_path
 
 
@@ -128,6 +145,6 @@ def test_bad_input_is_one_line_and_exit_code_2(argv, fragment, workspace, no_loa
     assert _snapshot(workspace) == before  # no output folder, temporary folder or changed file left behind
 
 
-def test_the_table_covers_every_training_and_io_command():
-    assert {case[1][0] for case in CASES} >= {"swap", "align", "train", "distill", "eval"}
-    assert len(CASES) >= 15
+def test_the_table_covers_every_command():
+    assert {case[1][0] for case in CASES} == set(cli._COMMANDS)
+    assert len(CASES) >= 40

@@ -261,12 +261,20 @@ def _prepare_corpus(corpus, config: AlignmentConfig):
 
 
 def check_corpus_path(corpus) -> None:
-    """Refuse a corpus given as a path that does not exist (corpora are local files or folders only)."""
-    if isinstance(corpus, (str, os.PathLike)) and not Path(corpus).expanduser().exists():
+    """Refuse a corpus given as a path that does not exist or a file that is not UTF-8 text (corpora are local
+    files or folders only), before any tokenizer or model is loaded."""
+    if not isinstance(corpus, (str, os.PathLike)):
+        return
+    path = Path(corpus).expanduser()
+    if not path.exists():
         raise AlignmentError(
             f"Corpus {os.fspath(corpus)} does not exist: give a .jsonl/.txt file or a dataset folder "
             "(or leave it out for tokswap's default corpus)."
         )
+    if path.is_file():
+        from .corpus import check_utf8_file
+
+        check_utf8_file(path, AlignmentError)
 
 
 def load_corpus(path) -> "datasets.Dataset":

@@ -111,6 +111,30 @@ def text_file_has_blank_lines(path) -> bool:
         return any(not line.strip() for line in handle)
 
 
+def check_utf8_file(path, error_class=None, chunk_bytes: int = 1 << 20) -> None:
+    """Refuse a text corpus that is not UTF-8 (a binary file, another encoding) before any model is loaded.
+
+    Streams the file in chunks through an incremental decoder, so a large corpus costs no memory.
+
+    Raises:
+        `error_class` (default `CorpusError`) naming the file, the first bad byte and the fix.
+    """
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(chunk_bytes):
+                decoder.decode(chunk)
+                offset += len(chunk)
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError as err:
+        raise (error_class or CorpusError)(
+            f"{path} is not UTF-8 text (byte {offset + err.start}: {err.reason}); give a UTF-8 .txt or .jsonl file."
+        ) from None
+
+
 def read_text_documents(path, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> List[str]:
     """The documents of a plain-text corpus file.
 

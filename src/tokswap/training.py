@@ -1029,6 +1029,12 @@ def load_training_dataset(path: Union[str, os.PathLike], split: str = "train"):
 def _load_files(files: list[str], suffix: str, split: str):
     import datasets
 
+    if suffix in (".txt", ".jsonl", ".json"):
+        from .corpus import check_utf8_file
+
+        for file in files:  # datasets would fail deep inside its builder, with a traceback
+            check_utf8_file(file, TrainingError)
+
     if suffix == ".txt":
         from .corpus import text_file_has_blank_lines
 
@@ -1177,6 +1183,7 @@ def _cli_train(args) -> int:
         **run_arguments(args),
     )
     dataset = load_training_dataset(args.dataset)
+    _check_dataset(dataset, config.dataset_text_field)  # before the model is loaded
     model, tokenizer = load_model_for_training(args.model_dir)
     teacher_model, teacher_tokenizer = _cli_teacher(args, model)
     result = adapt_vocabulary(model, tokenizer, dataset, config, teacher_model=teacher_model,
