@@ -48,6 +48,23 @@ def test_each_command_has_at_least_two_examples_that_parse(command, capsys):
         assert args.command == command and callable(args.func)
 
 
+# The positionals that take tokswap asset names: a bare name there (no "/") must be a real asset.
+ASSET_ARGUMENTS = {"align": ("source_tokenizer", "target_tokenizer"), "swap": ("source", "target"),
+                   "draft": ("small", "big"), "eval": ("model",)}
+
+
+@pytest.mark.parametrize("command", sorted(ASSET_ARGUMENTS))
+def test_examples_name_real_assets(command, capsys):
+    from tokswap import assets
+
+    known = {name.lower() for name in (*assets.ASSET_HUB_IDS, *assets._MODEL_ALIASES, *assets._TOKENIZER_ALIASES)}
+    for words in help_examples(command, capsys):
+        args = cli.build_parser(command).parse_args(words[1:])
+        for name in ASSET_ARGUMENTS[command]:
+            value = getattr(args, name)
+            assert "/" in value or value.lower() in known, f"{value!r} in `{' '.join(words)}` is not an asset name"
+
+
 def test_no_command_and_bad_arguments_are_user_errors(capsys):
     assert cli.main([]) == 2
     with pytest.raises(SystemExit) as exit_info:

@@ -578,8 +578,11 @@ def distill(
 DISTILL_EXAMPLES = """examples:
   tokswap distill smollm2-qwen-trained --teacher Qwen/Qwen2.5-0.5B --dataset corpus.jsonl --output distilled \\
       --max-steps 1000
-  tokswap distill smollm2-gemma --teacher gemma3-270m --dataset corpus.txt --output distilled --alpha 0.0 \\
+  tokswap distill smollm2-gemma --teacher google/gemma-3-270m --dataset corpus.txt --output distilled --alpha 0.0 \\
       --divergence reverse_kl --chunk-size 128
+
+The student must already use the teacher's tokenizer (e.g. `tokswap swap smollm2-135m gemma3 --output smollm2-gemma`);
+STUDENT_DIR and --teacher are folders or Hub ids.
 """
 
 

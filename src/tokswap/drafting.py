@@ -237,7 +237,7 @@ def load_draft_pair(big: Union[str, os.PathLike], draft: Union[str, os.PathLike]
 # CLI
 # --------------------------------------------------------------------------------------------------
 EPILOG = """examples:
-  tokswap draft smollm2-135m gemma-3-270m --output drafts/smollm2-for-gemma --no-distill
+  tokswap draft smollm2-135m gemma3-270m --output drafts/smollm2-for-gemma --no-distill
   tokswap draft HuggingFaceTB/SmolLM2-135M Qwen/Qwen2.5-Coder-0.5B-Instruct --dataset code.jsonl \\
       --output drafts/smollm2-for-qwen-coder --max-steps 200 --divergence forward_kl
 """
