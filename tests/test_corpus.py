@@ -160,3 +160,69 @@ def test_alignment_and_training_read_one_document_per_line(tmp_path):
     path.write_text("".join(f"document number {i} with some words\n" for i in range(5)), encoding="utf-8")
     assert len(load_corpus(path)) == 5
     assert load_training_dataset(path)["text"] == [f"document number {i} with some words" for i in range(5)]
+
+
+def _write(tmp_path, text, name="corpus.txt", newline=None):
+    path = tmp_path / name
+    with open(path, "w", encoding="utf-8", newline=newline) as handle:
+        handle.write(text)
+    return path
+
+
+def test_blank_lines_at_the_start_or_end_separate_nothing(tmp_path):
+    lines = ["The first document.", "  indented second one", "Третий документ.", "第四个文档。"]
+    assert corpus_module.read_text_documents(_write(tmp_path, "\n\n" + "\n".join(lines) + "\n\n\n")) == lines
+    assert corpus_module.read_text_documents(_write(tmp_path, "\n".join(lines))) == lines  # no final newline
+    windows = _write(tmp_path, "\r\n".join(lines) + "\r\n\r\n", newline="")
+    assert corpus_module.read_text_documents(windows) == lines
+    assert not corpus_module.text_file_has_blank_lines(windows)
+    assert corpus_module.text_file_has_blank_lines(_write(tmp_path, "a\n \nb\n"))
+
+
+def test_a_huge_paragraph_without_spaces_is_cut_between_characters(tmp_path):
+    text = "Ω" * 5000 + "\n\n" + "短い段落。" * 400 + "\n"
+    documents = corpus_module.read_text_documents(_write(tmp_path, text), max_document_bytes=777)
+    assert all(len(document.encode("utf-8")) <= 777 for document in documents)
+    assert "".join(documents) == text.replace("\n", "")  # UTF-8 characters kept whole, nothing lost
+
+
+def test_a_long_paragraph_is_cut_at_line_breaks_first(tmp_path):
+    lines = [f"line {i} " + "x" * 50 for i in range(100)]
+    path = _write(tmp_path, "intro\n\n" + "\n".join(lines) + "\n")
+    documents = corpus_module.read_text_documents(path, max_document_bytes=1000)
+    assert documents[0] == "intro"
+    assert all(len(document.encode("utf-8")) <= 1000 for document in documents)
+    assert "\n".join(documents[1:]).split("\n") == lines  # whole lines in every piece
+
+
+def test_reading_a_huge_line_takes_bounded_memory(tmp_path):
+    import tracemalloc
+
+    path = tmp_path / "one-line.txt"
+    with open(path, "w", encoding="utf-8") as handle:
+        for _ in range(160):
+            handle.write("lorem ipsum dolor " * 5_000)  # 90 KB at a time: 14 MB on one line, no newline
+    tracemalloc.start()
+    try:
+        count = 0
+        for document in corpus_module.iter_text_documents(path, max_document_bytes=256_000):
+            assert len(document.encode("utf-8")) <= 256_000
+            count += 1
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count >= 14_000_000 // 256_000
+    assert peak < 4_000_000, f"peak {peak / 1e6:.1f} MB for a 14 MB line"
+
+
+def test_training_files_get_the_same_documents_and_bound(tmp_path):
+    from tokswap.training import load_training_dataset
+
+    path = _write(tmp_path, "one document\nanother document\n\n")  # a trailing blank line separates nothing
+    assert load_training_dataset(path)["text"] == ["one document", "another document"]
+    path.write_text("edited\nfile\n", encoding="utf-8")  # an edited file is read again, not served from the cache
+    assert load_training_dataset(path)["text"] == ["edited", "file"]
+    huge = _write(tmp_path, "word " * 300_000 + "\nshort\n", name="huge.txt")  # a 1.5 MB line
+    texts = load_training_dataset(huge)["text"]
+    assert texts[-1] == "short" and len(texts) == 3
+    assert all(len(text.encode("utf-8")) <= corpus_module.MAX_DOCUMENT_BYTES for text in texts)

@@ -996,7 +996,7 @@ def merge_lora_adapters(peft_model):
 
 def load_training_dataset(path: Union[str, os.PathLike], split: str = "train"):
     """Load a training set from a `.txt` file (one document per blank-line-separated paragraph, or per line when
-    the file has no blank line), a `.jsonl` /
+    the file has no blank line; documents over 1 MB cut at line breaks or spaces), a `.jsonl` /
     `.json` file (a `text` or `input_ids` field per record), a `.parquet` file, a `save_to_disk` folder, or a
     folder of such files.
 
@@ -1026,6 +1026,15 @@ def load_training_dataset(path: Union[str, os.PathLike], split: str = "train"):
     return _load_files([str(path)], path.suffix, split)
 
 
+def _text_file_records(files: list[str], stamps: list):
+    """`{"text": document}` for each document of each plain-text file (`stamps` only key the datasets cache)."""
+    from .corpus import iter_text_documents
+
+    for file in files:
+        for text in iter_text_documents(file):
+            yield {"text": text}
+
+
 def _load_files(files: list[str], suffix: str, split: str):
     import datasets
 
@@ -1036,11 +1045,15 @@ def _load_files(files: list[str], suffix: str, split: str):
             check_utf8_file(file, TrainingError)
 
     if suffix == ".txt":
-        from .corpus import text_file_has_blank_lines
-
-        # paragraphs when the files separate them with blank lines, else one document per line
-        sample_by = "paragraph" if any(text_file_has_blank_lines(f) for f in files) else "line"
-        return datasets.load_dataset("text", data_files={split: files}, split=split, sample_by=sample_by)
+        # As `tokswap align` reads them (`tokswap.corpus.read_text_documents`): paragraphs when a file separates
+        # them with blank lines, else one document per line, and documents over 1 MB cut at line breaks or spaces
+        # (datasets' text loader would make one 50 MB line one 50 MB row). The files' sizes and modification
+        # times are part of the cache key, so an edited file is read again.
+        stamps = [(os.stat(file).st_size, os.stat(file).st_mtime_ns) for file in files]
+        return datasets.Dataset.from_generator(
+            _text_file_records, gen_kwargs={"files": files, "stamps": stamps},
+            features=datasets.Features({"text": datasets.Value("string")}), split=datasets.NamedSplit(split),
+        )
     if suffix in (".jsonl", ".json"):
         return datasets.load_dataset("json", data_files={split: files}, split=split)
     if suffix == ".parquet":
