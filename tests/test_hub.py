@@ -388,6 +388,47 @@ def test_private_alignment_without_token_is_the_hubs_error(assets, namespace, hu
     assert TokenAlignment.from_pretrained(repo_id).num_target_rows == len(target)  # with the token: fine
 
 
+def test_alignments_on_another_host_get_no_hub_token_end_to_end(assets, namespace, hub_token, fresh_hf_cache,
+                                                                 monkeypatch):
+    """Push to, and find on, a $TOKSWAP_ALIGNMENT_ENDPOINT on another port: HF_TOKEN never reaches it."""
+    from tokswap.testing import LoopbackHub
+    from tokswap.testing.hub_server import HubRequestHandler
+
+    seen = []
+    authenticate = HubRequestHandler._authenticate
+
+    def recording(self):
+        seen.append((self.server.server_address[1], self.headers.get("Authorization")))
+        return authenticate(self)
+
+    monkeypatch.setattr(HubRequestHandler, "_authenticate", recording)
+    monkeypatch.delenv(tokswap_hub.ALIGNMENT_TOKEN_ENV, raising=False)
+    source, target = assets["source"], assets["target"]
+    assert os.environ.get("HF_TOKEN") == hub_token  # what huggingface_hub would send by default
+    with LoopbackHub(tokens={"mirror-token": "mirror-bot"}) as mirror:
+        monkeypatch.setenv(tokswap_hub.ALIGNMENT_ENDPOINT_ENV, mirror.endpoint)
+
+        def mirror_auth():
+            return [auth for port, auth in seen if port == mirror.port]
+
+        # a push without a token for that host is refused before any request, naming the fix
+        with pytest.raises(tokswap_hub.HubPushError, match=tokswap_hub.ALIGNMENT_TOKEN_ENV):
+            tokswap_hub.push_alignment(simple_alignment(source, target))
+        assert mirror_auth() == []
+        monkeypatch.setenv(tokswap_hub.ALIGNMENT_TOKEN_ENV, "mirror-token")
+        tokswap_hub.push_alignment(simple_alignment(source, target))
+        assert "Bearer mirror-token" in mirror_auth()
+        assert set(mirror_auth()) <= {"Bearer mirror-token", None}  # LFS uploads carry no header at all
+
+        # reading needs no token: the index and the alignment come without any Authorization header
+        monkeypatch.delenv(tokswap_hub.ALIGNMENT_TOKEN_ENV)
+        seen.clear()
+        found = tokswap_hub.find_prebuilt_alignment(source, target)
+        assert found is not None and found.config["hub"]["found_by"].startswith("listed in")
+        assert mirror_auth() and set(mirror_auth()) == {None}
+    assert not any(auth and hub_token in auth for _, auth in seen)
+
+
 def test_push_refuses_a_folder_holding_the_token(assets, namespace, hub_token, hub_user, tmp_path):
     alignment = simple_alignment(assets["source"], assets["target"])
     alignment.config["notes"] = f"pushed with {hub_token}"  # a user put the token somewhere it does not belong

@@ -117,6 +117,20 @@ def alignment_token(token: Optional[Union[str, bool]] = None, endpoint: Optional
     return os.environ.get(ALIGNMENT_TOKEN_ENV) or False
 
 
+def _push_token(token: Optional[Union[str, bool]] = None):
+    """`alignment_token` for a push, which cannot succeed without a token: say so before anything is uploaded."""
+    resolved = alignment_token(token)
+    if resolved is False:
+        from huggingface_hub import constants
+
+        raise HubPushError(
+            f"The alignment endpoint {alignment_endpoint()} (${ALIGNMENT_ENDPOINT_ENV}) is another host than the "
+            f"Hub ({constants.ENDPOINT}), so your Hugging Face token is not sent there and the push has no token. "
+            f"Set ${ALIGNMENT_TOKEN_ENV} to a token of that host, or pass one (token=... / --token)."
+        )
+    return resolved
+
+
 def _name_of(tokenizer_or_name: Any) -> str:
     if isinstance(tokenizer_or_name, str):
         return tokenizer_or_name
@@ -594,7 +608,7 @@ def push_alignment(
             "`TokenAlignment.from_reference_json`) before pushing."
         )
     repo_id = _qualify(repo_id, namespace) if repo_id else alignment_repo_id(source_fp, target_fp, namespace)
-    api = _hf_api(token=alignment_token(token), endpoint=alignment_endpoint())
+    api = _hf_api(token=_push_token(token), endpoint=alignment_endpoint())
     public = TokenAlignment(
         target_to_source=alignment.target_to_source, scores=alignment.scores, row_sources=alignment.row_sources,
         fallback_indptr=alignment.fallback_indptr, fallback_indices=alignment.fallback_indices,
@@ -644,7 +658,7 @@ def update_alignment_index(entry: dict, namespace: Optional[str] = None, token: 
     from huggingface_hub.errors import HfHubHTTPError
 
     index_repo = alignment_index_repo_id(namespace)
-    api = _hf_api(token=alignment_token(token), endpoint=alignment_endpoint())
+    api = _hf_api(token=_push_token(token), endpoint=alignment_endpoint())
     api.create_repo(index_repo, exist_ok=True)
     key = pair_key(entry["source_tokenizer"]["vocab_hash"], entry["target_tokenizer"]["vocab_hash"])
     for attempt in range(retries):
