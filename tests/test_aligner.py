@@ -44,6 +44,7 @@ def _word_lists(corpus, n=30):
     return [t for t in corpus["test"]["text"][:n] if t.strip()]
 
 
+@pytest.mark.slow
 def test_tiny_end_to_end_alignment_beats_random(tokenizers, tiny_alignment):
     alignment, corpus = tiny_alignment
     source, target = tokenizers["smollm2"], tokenizers["qwen2.5"]
@@ -71,6 +72,7 @@ def test_tiny_end_to_end_alignment_beats_random(tokenizers, tiny_alignment):
     assert len(config["corpus"]["sha256"]) == 64 and config["tokswap_version"]
 
 
+@pytest.mark.slow
 def test_fallback_rows_use_the_pieces_of_their_text(tokenizers, tiny_alignment):
     alignment, _ = tiny_alignment
     source, target = tokenizers["smollm2"], tokenizers["qwen2.5"]
@@ -85,6 +87,7 @@ def test_fallback_rows_use_the_pieces_of_their_text(tokenizers, tiny_alignment):
             assert list(pieces) == source.encode(text, add_special_tokens=False)
 
 
+@pytest.mark.slow
 def test_save_load_round_trip_and_hash_refusal(tokenizers, tiny_alignment, tmp_path):
     alignment, _ = tiny_alignment
     alignment.save_pretrained(tmp_path / "al")
@@ -182,6 +185,7 @@ def test_match_gate_threshold_reaches_the_asked_precision():
     assert calibrate_match_gate(scores, np.zeros(6, bool), 0.5)["threshold"] == float("inf")
 
 
+@pytest.mark.slow
 def test_gated_alignment_sends_unconfident_matches_to_the_pieces_fallback(tokenizers, tiny_alignment):
     ungated, corpus = tiny_alignment  # same settings and (deterministic) GloVe vectors, no gate
     common = dict(dim=32, iterations=5, min_count=3, semantic_similarity=False, cache=False, min_corpus_tokens=10_000)

@@ -18,7 +18,8 @@ import uuid
 
 import pytest
 
-pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
+# the whole demo on real assets (slow); it talks to the loopback Hub
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hub")]
 
 pytest.importorskip("matplotlib")
 

@@ -226,6 +226,7 @@ def test_kl_is_zero_when_teacher_is_the_student(tokenizer, dataset, tmp_path):
     assert logged[0]["ce_loss"] > 0
 
 
+@pytest.mark.slow
 def test_distill_trains_student_not_teacher(tokenizer, dataset, tmp_path):
     tok = copy.deepcopy(tokenizer)
     student, teacher = llama(320, seed=0), llama(336, hidden=48, seed=1)
@@ -272,6 +273,7 @@ def test_teacher_from_path_with_its_tokenizer(tokenizer, dataset, tmp_path):
                                  train_dataset=dataset, processing_class=copy.deepcopy(tokenizer))
 
 
+@pytest.mark.slow
 def test_cli_distill(tokenizer, tmp_path):
     from tokswap.cli import main
 

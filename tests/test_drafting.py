@@ -86,6 +86,7 @@ def test_draft_has_the_big_models_exact_vocabulary_and_settings(pair, draft):
     check_draft_compatible(big_model, draft.model)
 
 
+@pytest.mark.slow
 def test_assisted_generation_is_lossless_and_counts_acceptance(pair, draft):
     _, _, big, big_tok = pair
     big_model = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
@@ -99,6 +100,7 @@ def test_assisted_generation_is_lossless_and_counts_acceptance(pair, draft):
     assert assisted["draft_forwards"] > 0
 
 
+@pytest.mark.slow
 def test_the_big_model_as_its_own_draft_accepts_everything(pair):
     _, _, big, big_tok = pair
     big_model = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
@@ -123,6 +125,7 @@ def test_make_draft_refuses_a_vocabulary_size_override(pair):
         make_draft(str(small), str(big), pad_to_multiple_of=64)
 
 
+@pytest.mark.slow
 def test_cli_draft_swaps_distills_and_saves_a_plain_transformers_folder(pair, tmp_path):
     from tokswap import cli
 

@@ -143,6 +143,7 @@ SWAP_SAVE = """
 """
 
 
+@pytest.mark.slow
 def test_swap_save_killed_after_the_weights_leaves_no_model(tmp_path):
     from tokswap.swapper import SwapperError, TokenizerSwapper
 
@@ -178,6 +179,7 @@ KILL_AT_CHECKPOINT_2 = ('kill_after(transformers.Trainer, "save_model", '
                         'lambda self, output_dir=None, **k: str(output_dir).endswith("checkpoint-2"))')
 
 
+@pytest.mark.slow
 def test_training_killed_while_checkpointing_resumes_from_the_last_complete_checkpoint(tmp_path):
     from tokswap.training import checkpoint_problem, latest_checkpoint
 
@@ -207,6 +209,7 @@ DISTILL = """
 """
 
 
+@pytest.mark.slow
 def test_distillation_killed_while_checkpointing_resumes_from_the_last_complete_checkpoint(tmp_path):
     from tokswap.training import checkpoint_problem
 
@@ -219,6 +222,7 @@ def test_distillation_killed_while_checkpointing_resumes_from_the_last_complete_
     assert checkpoint_problem(out / "checkpoint-3") is None
 
 
+@pytest.mark.slow
 def test_distillation_resume_with_nothing_to_resume_is_an_error(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-c", PRELUDE + "\nOUT = " + repr(str(tmp_path)) + "\n" + textwrap.dedent(

@@ -158,7 +158,7 @@ def naive_loss(student, teacher, batch, ce_w, ll_w, hid_w, kind):
 
 
 @pytest.mark.parametrize("kind", ["binary_kl", "abs"])
-@pytest.mark.parametrize("chunk_size", [5, 1000])
+@pytest.mark.parametrize("chunk_size", [pytest.param(5, marks=pytest.mark.slow), 1000])  # 5: many chunks, slower
 def test_chunked_loss_equals_full_logit_reference(student_tokenizer, teacher_tokenizer, kind, chunk_size):
     _, batch = _batch(student_tokenizer, teacher_tokenizer, [t[: 40 + 13 * i] for i, t in enumerate(TEXTS[:3])])
     assert (batch["student_chunks"] == -1).sum() > 3  # padded rows
@@ -245,6 +245,7 @@ def test_gradient_accumulation_equals_one_large_batch(student_tokenizer, teacher
     assert torch.allclose(results[0], results[1], rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_trainer_trains_student_not_teacher_and_logs_parts(student_tokenizer, teacher_tokenizer, tmp_path):
     student = llama(len(student_tokenizer), dtype=torch.float32, tied=True)
     teacher = llama(len(teacher_tokenizer), seed=1, dtype=torch.float32)

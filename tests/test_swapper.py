@@ -150,6 +150,7 @@ def test_a_tokenizer_object_is_copied_not_mutated(source_dir):
     assert swapped.tokenizer.pad_token is not None and tokenizer.pad_token is None
 
 
+@pytest.mark.slow
 def test_alignment_resolution_order(source_dir, target_dir, alignment_dir, monkeypatch):
     prebuilt = TokenAlignment.from_pretrained(alignment_dir)
     prebuilt.config["hub"] = {"repo_id": "tokswap/fake", "revision": "main"}

@@ -142,6 +142,7 @@ def test_stage1_changes_only_embeddings_and_head(arch, fresh_tokenizer, text_dat
     assert "forward" not in result.model.__dict__
 
 
+@pytest.mark.slow
 def test_stage2_full_trains_the_body(fresh_tokenizer, text_dataset, tmp_path):
     model = make_model("llama-untied")
     before = snapshot(model)
@@ -155,6 +156,7 @@ def test_stage2_full_trains_the_body(fresh_tokenizer, text_dataset, tmp_path):
     assert all(p.requires_grad for p in result.model.parameters())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["llama-tied", "gpt-neox"])
 def test_stage2_lora_trains_embeddings_and_merges(arch, fresh_tokenizer, text_dataset, tmp_path):
     model = make_model(arch)
@@ -175,6 +177,7 @@ def test_stage2_lora_trains_embeddings_and_merges(arch, fresh_tokenizer, text_da
     assert merged.get_input_embeddings().weight.shape[0] == PADDED_VOCAB
 
 
+@pytest.mark.slow
 def test_stage2_lora_without_merge_returns_peft_model(fresh_tokenizer, text_dataset, tmp_path):
     from peft import PeftModel
 
@@ -200,6 +203,7 @@ class _StopAt(TrainerCallback):
         return control
 
 
+@pytest.mark.slow
 def test_resume_continues_global_step(fresh_tokenizer, text_dataset, tmp_path):
     config = tiny_config(tmp_path, stage1_max_steps=4, save_steps=2)
     first = adapt_vocabulary(make_model("llama-untied"), fresh_tokenizer, text_dataset, config, callbacks=[_StopAt(2)])
@@ -217,6 +221,7 @@ def test_resume_continues_global_step(fresh_tokenizer, text_dataset, tmp_path):
     assert not torch.equal(fresh.lm_head.weight, second.model.lm_head.weight)
 
 
+@pytest.mark.slow
 def test_resume_from_stage2_checkpoint_skips_stage1(fresh_tokenizer, text_dataset, tmp_path):
     config = tiny_config(tmp_path, stage1_max_steps=1, stage2_max_steps=2, save_steps=1)
     adapt_vocabulary(make_model("llama-untied"), fresh_tokenizer, text_dataset, config)
@@ -302,6 +307,7 @@ def test_incomplete_checkpoints_are_skipped_for_the_newest_complete_one(tmp_path
     assert checkpoint_problem(sharded) is None
 
 
+@pytest.mark.slow
 def test_special_token_rewrite_by_trl_is_a_noop(fresh_tokenizer, text_dataset, tmp_path):
     from transformers.trainer_utils import align_special_tokens
     from trl import SFTTrainer
@@ -402,6 +408,7 @@ def test_load_training_dataset_formats(tmp_path):
         load_training_dataset(tmp_path / "missing.txt")
 
 
+@pytest.mark.slow
 def test_cli_train(fresh_tokenizer, tmp_path):
     from tokswap.cli import main
 
