@@ -361,7 +361,7 @@ def test_gradient_accumulation_through_trainer_train(tokenizer, tmp_path):
                                 distill_chunk_size=5, dataloader_drop_last=True, seed=0)
         trainer = TokenDistillationTrainer(model=model, teacher_model=copy.deepcopy(teacher), args=config,
                                            train_dataset=data, processing_class=tok)
-        trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(trainer.train_dataset)
+        trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(trainer.train_dataset)  # noqa: B023
         trainer.train()
         results.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
     moved = (results[0] - torch.cat([p.detach().reshape(-1) for p in student.parameters()])).abs().max()

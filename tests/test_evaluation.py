@@ -384,8 +384,9 @@ def test_real_task_sizes():
 
 @pytest.fixture(scope="module")
 def smollm2():
-    from tokswap.assets import load_tokenizer, model_path
     from transformers import AutoModelForCausalLM
+
+    from tokswap.assets import load_tokenizer, model_path
 
     path = model_path("smollm2-135m")
     return AutoModelForCausalLM.from_pretrained(path).eval(), load_tokenizer(str(path))

@@ -1,6 +1,5 @@
 """Co-occurrence counting (against a naive reference) and GloVe training."""
 
-import time
 from collections import defaultdict
 
 import numpy as np

@@ -6,9 +6,9 @@ import torch
 
 from tokswap.alignment import RowSource, TokenAlignment
 from tokswap.init_methods import (
-    OMPInit,
     INIT_METHODS,
     InitMethodError,
+    OMPInit,
     get_init_method,
     orthogonal_matching_pursuit,
 )

@@ -3,11 +3,11 @@
 import copy
 
 import pytest
+import trl.trainer.base_trainer as base_trainer
 from datasets import Dataset
 from tokenizers import ByteLevelBPETokenizer
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-import trl.trainer.base_trainer as base_trainer
 from tokswap.distillation import TokenDistillationConfig, TokenDistillationTrainer
 from tokswap.telemetry import endpoint_is_public_hub
 from tokswap.training import VocabAdaptationConfig, stage_trainer_class

@@ -520,7 +520,7 @@ def test_gradient_accumulation_through_trainer_train(fresh_tokenizer, tmp_path):
                                                             save_strategy="no"))
         trainer = SFTTrainer(model=model, args=config.to_sft_config(2, max_steps=1), train_dataset=data,
                              processing_class=copy.deepcopy(fresh_tokenizer))
-        trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(trainer.train_dataset)
+        trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(trainer.train_dataset)  # noqa: B023
         trainer.train()
         results.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
     moved = (results[0] - torch.cat([p.detach().reshape(-1) for p in start.parameters()])).abs().max()

@@ -27,14 +27,14 @@ import os
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
 
 from .alignment import ALIGNMENT_CONFIG_NAME, AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
-from .matching import nearest_neighbours, normalize_rows, precision_at_k, procrustes_map, relative_representations
 from .errors import check_fraction, check_positive, check_positive_int
+from .matching import nearest_neighbours, normalize_rows, precision_at_k, procrustes_map, relative_representations
 from .utils import cache_dir, check_local_path, check_output_dir, get_logger
 from .utils.cli import examples_formatter
 from .vocab import (
@@ -277,7 +277,7 @@ def check_corpus_path(corpus) -> None:
         check_utf8_file(path, AlignmentError)
 
 
-def load_corpus(path) -> "datasets.Dataset":
+def load_corpus(path) -> datasets.Dataset:  # noqa: F821 (datasets is imported lazily)
     """A corpus from a .jsonl (a "text" field per line), a .txt (one document per blank-line-separated
     paragraph, or per line when the file has no blank line; see `tokswap.corpus.read_text_documents`), or a
     folder saved with `datasets.save_to_disk`."""
@@ -743,7 +743,7 @@ def align_tokenizers(
     check_local_path(target_tokenizer, "The target tokenizer")
     source_tokenizer = _load_tokenizer(source_tokenizer)
     target_tokenizer = _load_tokenizer(target_tokenizer)
-    for side, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer)):
+    for tokenizer in (source_tokenizer, target_tokenizer):
         token_bytes(tokenizer)  # fails early and clearly when tokens cannot be decoded to bytes
     fingerprints = {"source": tokenizer_fingerprint(source_tokenizer), "target": tokenizer_fingerprint(target_tokenizer)}
     train, held_texts, corpus_info = _prepare_corpus(corpus, config)

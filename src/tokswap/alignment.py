@@ -256,7 +256,7 @@ class TokenAlignment:
             )
 
     # ------------------------------------------------------------------ padding
-    def padded_to(self, num_rows: int, pad_source_id: int) -> "TokenAlignment":
+    def padded_to(self, num_rows: int, pad_source_id: int) -> TokenAlignment:
         """A copy extended to `num_rows` target rows, the extra rows marked PADDING."""
         extra = num_rows - self.num_target_rows
         if extra <= 0:
@@ -328,7 +328,7 @@ class TokenAlignment:
     @classmethod
     def from_pretrained(
         cls, path_or_repo_id: Union[str, os.PathLike], trust_unverified: bool = False, **hub_kwargs: Any
-    ) -> "TokenAlignment":
+    ) -> TokenAlignment:
         """Load an alignment from a local folder (or, via `tokswap.hub`, from a Hub repo), checking its integrity.
 
         Args:
@@ -391,7 +391,7 @@ class TokenAlignment:
     @classmethod
     def from_reference_json(
         cls, path: Union[str, os.PathLike], source_tokenizer=None, target_tokenizer=None
-    ) -> "TokenAlignment":
+    ) -> TokenAlignment:
         """Import the reference TokAlign code's JSON (`{"target_id": source_id, ...}`).
 
         Target ids the file does not mention are an error: every row needs a source.

@@ -28,7 +28,6 @@ import numpy as np
 
 from .vocab import token_bytes
 
-
 _METASPACE = "\u2581".encode("utf-8")
 
 

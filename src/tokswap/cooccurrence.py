@@ -112,7 +112,7 @@ class CooccurrenceMatrix:
         return path
 
     @classmethod
-    def load(cls, path: Union[str, Path]) -> "CooccurrenceMatrix":
+    def load(cls, path: Union[str, Path]) -> CooccurrenceMatrix:
         """Read counts written by `save`."""
         path = Path(path)
         if not path.is_file():

@@ -719,7 +719,7 @@ def _assemble(total_bytes: int, seed: int) -> List[_Row]:
                        short, total_bytes * DOMAIN_SHARES[short] * scale / 1e6, total_bytes * scale / 1e6,
                        "/".join(f"{int(s * 100)}" for s in DOMAIN_SHARES.values()))
         for domain, rows in by_domain.items():
-            limit, kept, size = total_bytes * DOMAIN_SHARES[domain] * scale, [], 0
+            limit, kept = total_bytes * DOMAIN_SHARES[domain] * scale, []
             # Keep a proportional prefix of every source, not just the first sources filled.
             per_source: Dict[str, List[_Row]] = {}
             for row in rows:

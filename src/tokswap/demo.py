@@ -92,7 +92,7 @@ class DemoConfig:
     progress: bool = field(default=True, metadata={"help": "Show progress bars inside steps."})
 
     @classmethod
-    def quick(cls, **overrides) -> "DemoConfig":
+    def quick(cls, **overrides) -> DemoConfig:
         """Tiny settings that exercise every step in a couple of minutes (for tests, not for results)."""
         settings = dict(
             corpus_bytes=300_000, glove_dim=16, glove_iterations=2, semantic_similarity=False,

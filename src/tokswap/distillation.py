@@ -40,18 +40,18 @@ from trl import SFTConfig, SFTTrainer
 
 from .alignment import tokenizer_fingerprint
 from .errors import TokswapError, check_positive, check_positive_int
+from .telemetry import PublicHubTelemetryMixin
 from .training import (
     add_run_arguments,
     align_special_token_ids,
     bf16_supported,
+    check_finite,
     is_main_process,
     launched_on_cpus,
-    check_finite,
     never_shrink_vocabulary,
     resolve_resume_checkpoint,
     with_non_finite_check,
 )
-from .telemetry import PublicHubTelemetryMixin
 from .utils import check_local_path, get_logger
 from .utils.cli import examples_formatter
 

@@ -151,7 +151,7 @@ class GloveVectors:
         return path
 
     @classmethod
-    def load(cls, path: Union[str, Path]) -> "GloveVectors":
+    def load(cls, path: Union[str, Path]) -> GloveVectors:
         """Read vectors written by `save`."""
         path = Path(path)
         if not path.is_file():
@@ -187,7 +187,7 @@ def load_stanford_vectors(path: Union[str, Path], vocab_size: int, dim: Optional
     if not path.is_file():
         raise GloveError(f"No GloVe C-tool vectors at {path}.")
     ids, rows = [], []
-    with open(path, "r", encoding="utf-8") as handle:
+    with open(path, encoding="utf-8") as handle:
         for line_number, line in enumerate(handle):
             parts = line.rstrip("\n").split(" ")
             if line_number == 0 and len(parts) == 2:
@@ -594,8 +594,8 @@ def train_glove(
                 total_cost = torch.zeros((), dtype=torch.float64, device=device)
 
                 def prepare(index):
-                    pair_ids = permutation.chunk(index)
-                    return _prepare_batch(source, pair_ids, token_ids.size, config) if pair_ids.numel() else None
+                    pair_ids = permutation.chunk(index)  # noqa: B023 (called within this iteration)
+                    return _prepare_batch(source, pair_ids, token_ids.size, config) if pair_ids.numel() else None  # noqa: F821
 
                 # On a CPU the next batch is prepared on another thread while this one trains: that
                 # work needs no parameters, and it fills the core left idle by the serial part of a step.

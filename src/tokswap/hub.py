@@ -57,12 +57,14 @@ from .alignment import (
     tokenizer_fingerprint,
 )
 from .errors import TokswapError
-from .hub_naming import (  # re-exported: part of tokswap.hub's interface
-    ALIGNMENT_NAMESPACE_ENV,
-    DEFAULT_ALIGNMENT_NAMESPACE,
-    INDEX_REPO_NAME,
-    alignment_index_repo_id,
-    alignment_namespace,
+
+# re-exported: part of tokswap.hub's interface
+from .hub_naming import (
+    ALIGNMENT_NAMESPACE_ENV,  # noqa: F401
+    DEFAULT_ALIGNMENT_NAMESPACE,  # noqa: F401
+    INDEX_REPO_NAME,  # noqa: F401
+    alignment_index_repo_id,  # noqa: F401
+    alignment_namespace,  # noqa: F401
 )
 from .utils import get_logger, sha256_file
 

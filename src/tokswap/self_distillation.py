@@ -34,7 +34,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint

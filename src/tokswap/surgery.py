@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .alignment import AlignmentError, RowSource, TokenAlignment
+from .alignment import RowSource, TokenAlignment
 from .errors import TokswapError
 from .init_methods import get_init_method
 from .utils import get_logger

@@ -223,7 +223,7 @@ class TokenizerSwapper:
         allow_nonfinite: bool = False,
         trust_unverified: bool = False,
         **model_kwargs,
-    ) -> "TokenizerSwapper":
+    ) -> TokenizerSwapper:
         """Load `source_model` and give it `target_tokenizer`'s vocabulary.
 
         Args:
@@ -350,7 +350,7 @@ class TokenizerSwapper:
         return cls(model, target_tokenizer, resolved, source_model_id, source_tokenizer, method.name, record)
 
     @classmethod
-    def for_drafting(cls, small_model, big_model, **kwargs) -> "TokenizerSwapper":
+    def for_drafting(cls, small_model, big_model, **kwargs) -> TokenizerSwapper:
         """`small_model` given `big_model`'s exact vocabulary, to serve as its `assistant_model`
         (`tokswap.drafting.make_draft`; distill it next with `swapper.distill(dataset, teacher=big_model)`)."""
         from .drafting import make_draft
@@ -358,7 +358,7 @@ class TokenizerSwapper:
         return make_draft(small_model, big_model, **kwargs)
 
     @classmethod
-    def load(cls, directory: Union[str, os.PathLike], trust_unverified: bool = False, **model_kwargs) -> "TokenizerSwapper":
+    def load(cls, directory: Union[str, os.PathLike], trust_unverified: bool = False, **model_kwargs) -> TokenizerSwapper:
         """Reload a folder written by `save_pretrained` (model, tokenizer, alignment, record).
 
         `trust_unverified=True` accepts an `alignment/` whose checksums are missing or do not match (with a warning).

@@ -24,8 +24,8 @@ result.model.generate(...)
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import functools
+import importlib.util
 import json
 import math
 import os
@@ -806,7 +806,7 @@ def _lora_config(model, config: VocabAdaptationConfig):
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def stage_trainer_class():
     """TRL's `SFTTrainer` as one cross-entropy stage runs it: its telemetry ping only ever goes to the public Hub."""
     from trl import SFTTrainer
@@ -1235,7 +1235,7 @@ def _cli_teacher(args, model):
 __all__ = [
     "AdaptationResult",
     "NonFiniteError",
-    "NonFiniteLossCallback",
+    "NonFiniteLossCallback",  # noqa: F822 (built on first access by the module __getattr__)
     "TrainingError",
     "VocabAdaptationConfig",
     "adapt_vocabulary",

@@ -150,7 +150,7 @@ class _HubHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address, hub: "LoopbackHub"):
+    def __init__(self, address, hub: LoopbackHub):
         self.hub = hub
         super().__init__(address, HubRequestHandler)
 
@@ -183,7 +183,7 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         logger.debug("%s - %s", self.address_string(), format % args)
 
     @property
-    def hub(self) -> "LoopbackHub":
+    def hub(self) -> LoopbackHub:
         return self.server.hub
 
     @property
@@ -193,7 +193,7 @@ class HubRequestHandler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         url = urlsplit(self.path)
         self.query = parse_qs(url.query, keep_blank_values=True)
-        self.base_url = f"http://{self.headers.get('Host') or '%s:%d' % self.server.server_address[:2]}"
+        self.base_url = f"http://{self.headers.get('Host') or '{}:{}'.format(*self.server.server_address[:2])}"
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             self.body_stream = _ChunkedReader(self.rfile)
         else:
@@ -706,7 +706,7 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         self._send(200, b"")
 
 
-def _r(pattern: str) -> "re.Pattern[str]":
+def _r(pattern: str) -> re.Pattern[str]:
     return re.compile(
         pattern.replace("{TYPE}", r"(?P<plural_type>models|datasets|spaces)")
         .replace("{REPO}", r"(?P<ns>[^/]+)/(?P<name>[^/]+)")
@@ -715,7 +715,7 @@ def _r(pattern: str) -> "re.Pattern[str]":
 
 
 # (HTTP methods, path pattern, handler). The first match wins; groups are URL-unquoted.
-ROUTES: Sequence[Tuple[Tuple[str, ...], "re.Pattern[str]", Callable]] = (
+ROUTES: Sequence[Tuple[Tuple[str, ...], re.Pattern[str], Callable]] = (
     (("GET",), _r(r"/api/whoami-v2"), HubRequestHandler.whoami),
     (("POST",), _r(r"/api/repos/create"), HubRequestHandler.create_repo),
     (("DELETE",), _r(r"/api/repos/delete"), HubRequestHandler.delete_repo),
@@ -794,7 +794,7 @@ class LoopbackHub:
         return f"LoopbackHub({state}, users={sorted(set(self._tokens.values()))})"
 
     # -------------------------------------------------------------- lifecycle
-    def start(self) -> "LoopbackHub":
+    def start(self) -> LoopbackHub:
         """Bind the port and serve from a background thread; returns `self`."""
         if self._server is not None:
             return self
@@ -815,7 +815,7 @@ class LoopbackHub:
             self._cleanup()
             self._temp_dir = None
 
-    def __enter__(self) -> "LoopbackHub":
+    def __enter__(self) -> LoopbackHub:
         return self.start()
 
     def __exit__(self, *exc_info) -> None:

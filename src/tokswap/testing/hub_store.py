@@ -121,7 +121,7 @@ class FileEntry:
         return [self.size, self.git_oid, self.lfs_sha256]
 
     @classmethod
-    def from_json(cls, value: list) -> "FileEntry":
+    def from_json(cls, value: list) -> FileEntry:
         return cls(size=value[0], git_oid=value[1], lfs_sha256=value[2])
 
 
@@ -147,7 +147,7 @@ class Commit:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> "Commit":
+    def from_json(cls, data: dict) -> Commit:
         tree = {path: FileEntry.from_json(value) for path, value in data["tree"].items()}
         return cls(data["id"], data["parents"], data["title"], data["message"], data["author"], data["date"], tree)
 
@@ -242,7 +242,7 @@ class Repo:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> "Repo":
+    def from_json(cls, data: dict) -> Repo:
         repo = cls(data["repo_type"], data["repo_id"], data["private"], data["owner"], data["created_at"],
                    dict(data["branches"]), dict(data["tags"]))
         for commit_data in data["commits"]:

@@ -4,7 +4,7 @@ import argparse
 import functools
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def examples_formatter(base: type = argparse.HelpFormatter) -> type:
     """`base` (an argparse formatter class) that prints an epilog starting with "examples:" line by line, as
     written, while descriptions and option help are wrapped as `base` does."""
