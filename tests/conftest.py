@@ -40,8 +40,9 @@ def _free_port() -> int:
 
 
 if "huggingface_hub" in sys.modules:
-    warnings.warn("huggingface_hub was imported before tests/conftest.py: it will not see the loopback Hub.",
-                  stacklevel=1)
+    warnings.warn(
+        "huggingface_hub was imported before tests/conftest.py: it will not see the loopback Hub.", stacklevel=1
+    )
 
 _HUB_PORT = _free_port()
 _HUB_ENDPOINT = f"http://127.0.0.1:{_HUB_PORT}"
@@ -51,8 +52,16 @@ atexit.register(shutil.rmtree, _HF_HOME, ignore_errors=True)
 
 # The essentials go in before `tokswap` is imported at all, in case its package __init__ ever
 # imports transformers; hub_client_env() below then adds the rest.
-os.environ.update({"HF_ENDPOINT": _HUB_ENDPOINT, "HF_HOME": _HF_HOME, "HF_HUB_CACHE": os.path.join(_HF_HOME, "hub"),
-                   "HF_TOKEN": _HUB_TOKEN, "HF_HUB_DISABLE_XET": "1", "HF_HUB_DISABLE_TELEMETRY": "1"})
+os.environ.update(
+    {
+        "HF_ENDPOINT": _HUB_ENDPOINT,
+        "HF_HOME": _HF_HOME,
+        "HF_HUB_CACHE": os.path.join(_HF_HOME, "hub"),
+        "HF_TOKEN": _HUB_TOKEN,
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
+)
 
 from tokswap.testing import LoopbackHub, hub_client_env  # noqa: E402
 
@@ -186,8 +195,9 @@ def train_bpe_tokenizer():
         from transformers import PreTrainedTokenizerFast
 
         bpe = ByteLevelBPETokenizer()
-        bpe.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=1, special_tokens=["<s>", "</s>"],
-                                show_progress=False)
+        bpe.train_from_iterator(
+            texts, vocab_size=vocab_size, min_frequency=1, special_tokens=["<s>", "</s>"], show_progress=False
+        )
         return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>")
 
     return train

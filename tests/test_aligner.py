@@ -33,10 +33,18 @@ def tiny_alignment(tokenizers):
     from tokswap.corpus import build_corpus
 
     corpus = build_corpus(total_bytes=300_000, seed=0)
-    config = AlignmentConfig(dim=32, iterations=5, min_count=3, semantic_similarity=False, cache=False,
-                             min_corpus_tokens=10_000, min_match_precision=None)  # every GloVe match kept
-    alignment = align_tokenizers(tokenizers["smollm2"], tokenizers["qwen2.5"], corpus=corpus, config=config,
-                                 progress=False)
+    config = AlignmentConfig(
+        dim=32,
+        iterations=5,
+        min_count=3,
+        semantic_similarity=False,
+        cache=False,
+        min_corpus_tokens=10_000,
+        min_match_precision=None,
+    )  # every GloVe match kept
+    alignment = align_tokenizers(
+        tokenizers["smollm2"], tokenizers["qwen2.5"], corpus=corpus, config=config, progress=False
+    )
     return alignment, corpus
 
 
@@ -92,8 +100,14 @@ def test_save_load_round_trip_and_hash_refusal(tokenizers, tiny_alignment, tmp_p
     alignment, _ = tiny_alignment
     alignment.save_pretrained(tmp_path / "al")
     loaded = TokenAlignment.from_pretrained(tmp_path / "al")
-    for name in ("target_to_source", "scores", "row_sources", "fallback_indptr", "fallback_indices",
-                 "source_to_target"):
+    for name in (
+        "target_to_source",
+        "scores",
+        "row_sources",
+        "fallback_indptr",
+        "fallback_indices",
+        "source_to_target",
+    ):
         np.testing.assert_array_equal(getattr(loaded, name), getattr(alignment, name))
     assert loaded.config["metrics"]["bleu1"] == pytest.approx(alignment.config["metrics"]["bleu1"])
     loaded.verify(tokenizers["smollm2"], tokenizers["qwen2.5"])
@@ -119,8 +133,9 @@ def test_source_to_target_map_prefers_identical_then_score():
     alignment = TokenAlignment(
         target_to_source=np.array([0, 0, 1, 1, 2]),
         scores=np.array([0.5, 1.0, 0.9, 0.2, 0.3], dtype=np.float32),
-        row_sources=np.array([RowSource.GLOVE, RowSource.IDENTICAL, RowSource.GLOVE, RowSource.GLOVE,
-                              RowSource.GLOVE], dtype=np.int8),
+        row_sources=np.array(
+            [RowSource.GLOVE, RowSource.IDENTICAL, RowSource.GLOVE, RowSource.GLOVE, RowSource.GLOVE], dtype=np.int8
+        ),
     )
     mapping = source_to_target_map(alignment, 4)
     assert mapping[0] == 1 and mapping[1] == 2 and mapping[2] == 4
@@ -160,8 +175,13 @@ def test_no_overlap_and_too_few_pairs_are_refused():
 
 def test_small_corpus_is_refused(tokenizers):
     with pytest.raises(CorpusTooSmallError, match="tokens are needed"):
-        align_tokenizers(tokenizers["smollm2"], tokenizers["qwen2.5"], corpus=["a short text"] * 20,
-                         config=AlignmentConfig(cache=False), progress=False)
+        align_tokenizers(
+            tokenizers["smollm2"],
+            tokenizers["qwen2.5"],
+            corpus=["a short text"] * 20,
+            config=AlignmentConfig(cache=False),
+            progress=False,
+        )
 
 
 def test_cli_registers_align():
@@ -169,8 +189,20 @@ def test_cli_registers_align():
 
     parser = argparse.ArgumentParser()
     register_cli(parser.add_subparsers())
-    args = parser.parse_args(["align", "smollm2", "qwen2.5", "--output", "out", "--dim", "64",
-                              "--hubness-correction", "none", "--no-semantic-similarity"])
+    args = parser.parse_args(
+        [
+            "align",
+            "smollm2",
+            "qwen2.5",
+            "--output",
+            "out",
+            "--dim",
+            "64",
+            "--hubness-correction",
+            "none",
+            "--no-semantic-similarity",
+        ]
+    )
     assert args.dim == 64 and args.hubness_correction == "none" and args.semantic_similarity is False
     assert args.func.__name__ == "_cli_align"
 
@@ -191,8 +223,9 @@ def test_gated_alignment_sends_unconfident_matches_to_the_pieces_fallback(tokeni
     common = dict(dim=32, iterations=5, min_count=3, semantic_similarity=False, cache=False, min_corpus_tokens=10_000)
     source, target = tokenizers["smollm2"], tokenizers["qwen2.5"]
     assert AlignmentConfig().min_match_precision == 0.9  # gated by default
-    gated = align_tokenizers(source, target, corpus=corpus, progress=False,
-                             config=AlignmentConfig(min_match_precision=0.6, **common))
+    gated = align_tokenizers(
+        source, target, corpus=corpus, progress=False, config=AlignmentConfig(min_match_precision=0.6, **common)
+    )
     gate = gated.config["metrics"]["match_gate"]
     counts, counts_ungated = gated.counts_by_row_source(), ungated.counts_by_row_source()
     assert gate["threshold"] is not None and gate["rejected"] > 0
@@ -205,16 +238,19 @@ def test_gated_alignment_sends_unconfident_matches_to_the_pieces_fallback(tokeni
     assert all(len(gated.fallback_sources(int(t))) > 0 for t in np.flatnonzero(rejected)[:50])
 
 
-@pytest.mark.parametrize(("option", "value", "message"), [
-    ("iterations", 0, r"iterations \(--iterations\) must be an integer >= 1, got 0"),
-    ("dim", -8, r"dim \(--dim\) must be an integer >= 1"),
-    ("window", 0, r"--window\) must be an integer >= 1"),
-    ("min_count", 0, r"--min-count\) must be an integer >= 1"),
-    ("batch_size", 0, r"--batch-size\) must be an integer >= 1"),
-    ("learning_rate", 0.0, r"--learning-rate\) must be a finite number > 0"),
-    ("holdout_fraction", 1.0, r"--holdout-fraction\) must be in \[0, 1\)"),
-    ("method", "nearest", r"method \(--method\) must be 'procrustes' or 'relative'"),
-])
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("iterations", 0, r"iterations \(--iterations\) must be an integer >= 1, got 0"),
+        ("dim", -8, r"dim \(--dim\) must be an integer >= 1"),
+        ("window", 0, r"--window\) must be an integer >= 1"),
+        ("min_count", 0, r"--min-count\) must be an integer >= 1"),
+        ("batch_size", 0, r"--batch-size\) must be an integer >= 1"),
+        ("learning_rate", 0.0, r"--learning-rate\) must be a finite number > 0"),
+        ("holdout_fraction", 1.0, r"--holdout-fraction\) must be in \[0, 1\)"),
+        ("method", "nearest", r"method \(--method\) must be 'procrustes' or 'relative'"),
+    ],
+)
 def test_config_ranges_are_checked(option, value, message):
     with pytest.raises(AlignmentError, match=message):
         AlignmentConfig(**{option: value})

@@ -44,12 +44,16 @@ def fetch_times():
     """Collects how long each asset took to prepare (cold) and to look up again (warm)."""
     times = {}
     yield times
-    lines = [f"{name}: first call {cold:.1f} s, second call {warm * 1000:.1f} ms" for name, (cold, warm) in times.items()]
+    lines = [
+        f"{name}: first call {cold:.1f} s, second call {warm * 1000:.1f} ms" for name, (cold, warm) in times.items()
+    ]
     print("\nasset timings:\n  " + "\n  ".join(lines))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,hello_ids,size,bos,eos,pad,unk,has_chat", TOKENIZER_FACTS, ids=[f[0] for f in TOKENIZER_FACTS])
+@pytest.mark.parametrize(
+    "name,hello_ids,size,bos,eos,pad,unk,has_chat", TOKENIZER_FACTS, ids=[f[0] for f in TOKENIZER_FACTS]
+)
 def test_tokenizer_assets(name, hello_ids, size, bos, eos, pad, unk, has_chat, fetch_times):
     from transformers import AutoTokenizer
 
@@ -69,7 +73,9 @@ def test_tokenizer_assets(name, hello_ids, size, bos, eos, pad, unk, has_chat, f
         ids = tokenizer(MIXED_TEXT, add_special_tokens=False)["input_ids"]
         assert tokenizer.decode(ids) == MIXED_TEXT
     if has_chat:
-        prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True)
+        prompt = tokenizer.apply_chat_template(
+            [{"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True
+        )
         assert "Hi" in prompt
 
 
@@ -119,7 +125,9 @@ def test_smollm2_model_folder_is_a_real_model(fetch_times):
     started = time.perf_counter()
     folder = assets.model_path("smollm2-135m")
     fetch_times["smollm2-135m"] = (time.perf_counter() - started, 0.0)
-    assert {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json"} <= {p.name for p in folder.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json"} <= {
+        p.name for p in folder.iterdir()
+    }
     config = json.loads((folder / "config.json").read_text())
     assert config["tie_word_embeddings"] is True and "quantization_config" not in config
     assert config["vocab_size"] == 49152 and config["num_hidden_layers"] == 30
@@ -156,8 +164,10 @@ def test_gemma3_model_folder():
 def test_minilm_folder_loads_with_sentence_transformers():
     sentence_transformers = pytest.importorskip("sentence_transformers")
     model = sentence_transformers.SentenceTransformer(str(assets.minilm_path()), device="cpu")
-    vectors = model.encode(["A cat sits on the mat.", "A kitten is sitting on a rug.", "Stock prices fell sharply."],
-                           normalize_embeddings=True)
+    vectors = model.encode(
+        ["A cat sits on the mat.", "A kitten is sitting on a rug.", "Stock prices fell sharply."],
+        normalize_embeddings=True,
+    )
     assert vectors.shape == (3, 384)
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
 
@@ -187,6 +197,7 @@ def test_warm_cache_needs_no_network(monkeypatch):
 # ---------------------------------------------------------------------------------------------
 # Fetching mechanics on a private cache
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def empty_cache(tmp_path, monkeypatch):

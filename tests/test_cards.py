@@ -23,7 +23,9 @@ def make_alignment(metrics=None):
         config={
             "source_tokenizer": dict(SOURCE_FP),
             "target_tokenizer": dict(TARGET_FP),
-            "metrics": metrics if metrics is not None else {"bleu1": 0.6123, "coverage": 0.93, "semantic_similarity": 0.81},
+            "metrics": metrics
+            if metrics is not None
+            else {"bleu1": 0.6123, "coverage": 0.93, "semantic_similarity": 0.81},
             "corpus": {"name": "mixed", "bytes": 1_000_000},
             "hyperparameters": {"dim": 300, "window": 15},
         },
@@ -38,7 +40,9 @@ def test_templates_ship_inside_the_package():
 
 
 def test_alignment_card_records_hashes_checksum_and_metrics():
-    card = cards.render_alignment_card(make_alignment(), repo_id="ns/smollm2-135m_to_qwen2.5-0.5b", alignment_sha256="c" * 64)
+    card = cards.render_alignment_card(
+        make_alignment(), repo_id="ns/smollm2-135m_to_qwen2.5-0.5b", alignment_sha256="c" * 64
+    )
     reparsed = ModelCard(str(card))  # what a reader of README.md gets
     meta = reparsed.data.to_dict()
     assert meta["library_name"] == "tokswap"
@@ -61,7 +65,9 @@ def test_alignment_card_without_metrics_says_so():
 
 def write_model_folder(folder, swap_record=None, hub=None):
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 151936}))
+    (folder / "config.json").write_text(
+        json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 151936})
+    )
     tokswap_config = {
         "source_model_id": "HuggingFaceTB/SmolLM2-135M",
         "source_tokenizer": "HuggingFaceTB/SmolLM2-135M",
@@ -77,7 +83,13 @@ def write_model_folder(folder, swap_record=None, hub=None):
 
 def test_model_card_metadata_and_prose(tmp_path):
     record = {
-        "training": {"stages": [{"stage": 1, "steps": 500, "learning_rate": 6.4e-4}, {"stage": 2, "steps": 1000, "learning_rate": 5e-5}], "tokens": 65_536_000},
+        "training": {
+            "stages": [
+                {"stage": 1, "steps": 500, "learning_rate": 6.4e-4},
+                {"stage": 2, "steps": 1000, "learning_rate": 5e-5},
+            ],
+            "tokens": 65_536_000,
+        },
         "evaluation": {
             "source model": {"bits_per_byte": 0.91, "bytes_per_token": 4.1},
             "after swap": {"bits_per_byte": 1.42, "bytes_per_token": 4.6},
@@ -134,12 +146,27 @@ def test_model_card_from_the_swappers_record(tmp_path):
         "target_tokenizer_id": "Qwen/Qwen2.5-0.5B",
         "init_method": "tokalign",
         "num_parameters": 134_515_008,
-        "alignment": {"origin": "prebuilt", "repo_id": "tokswap-alignments/smollm2_to_qwen2.5", "revision": "f" * 40,
-                      "metrics": {"bleu1": 0.5}, "row_source_counts": {"identical": 5}},
+        "alignment": {
+            "origin": "prebuilt",
+            "repo_id": "tokswap-alignments/smollm2_to_qwen2.5",
+            "revision": "f" * 40,
+            "metrics": {"bleu1": 0.5},
+            "row_source_counts": {"identical": 5},
+        },
         "training": [
-            {"kind": "adapt_vocabulary", "config": {"stage1_max_steps": 100, "stage1_learning_rate": 6.4e-4, "stage2": "full",
-                                                     "stage2_max_steps": 200, "stage2_learning_rate": 5e-5, "lora_r": 64,
-                                                     "output_dir": "x", "report_to": "none"}},
+            {
+                "kind": "adapt_vocabulary",
+                "config": {
+                    "stage1_max_steps": 100,
+                    "stage1_learning_rate": 6.4e-4,
+                    "stage2": "full",
+                    "stage2_max_steps": 200,
+                    "stage2_learning_rate": 5e-5,
+                    "lora_r": 64,
+                    "output_dir": "x",
+                    "report_to": "none",
+                },
+            },
             {"kind": "distill", "config": {"max_steps": 50, "temperature": 1.0}, "teacher": "Qwen/Qwen2.5-0.5B"},
         ],
     }

@@ -49,8 +49,12 @@ def test_each_command_has_at_least_two_examples_that_parse(command, capsys):
 
 
 # The positionals that take tokswap asset names: a bare name there (no "/") must be a real asset.
-ASSET_ARGUMENTS = {"align": ("source_tokenizer", "target_tokenizer"), "swap": ("source", "target"),
-                   "draft": ("small", "big"), "eval": ("model",)}
+ASSET_ARGUMENTS = {
+    "align": ("source_tokenizer", "target_tokenizer"),
+    "swap": ("source", "target"),
+    "draft": ("small", "big"),
+    "eval": ("model",),
+}
 
 
 @pytest.mark.parametrize("command", sorted(ASSET_ARGUMENTS))
@@ -78,10 +82,20 @@ def test_console_entry_point_runs_as_a_module():
     assert result.stdout.startswith("tokswap ")
 
 
-@pytest.mark.parametrize(("name", "local"), [
-    ("/nope", True), ("./nope", True), ("../nope", True), ("~/nope", True), ("models/a/b", True),
-    ("models/my model", True), ("qwen2.5", False), ("smollm2-135m", False), ("Qwen/Qwen2.5-0.5B", False),
-])
+@pytest.mark.parametrize(
+    ("name", "local"),
+    [
+        ("/nope", True),
+        ("./nope", True),
+        ("../nope", True),
+        ("~/nope", True),
+        ("models/a/b", True),
+        ("models/my model", True),
+        ("qwen2.5", False),
+        ("smollm2-135m", False),
+        ("Qwen/Qwen2.5-0.5B", False),
+    ],
+)
 def test_what_looks_like_a_local_path(name, local):
     from tokswap.utils import looks_like_local_path
 
@@ -94,8 +108,10 @@ def test_a_missing_local_path_is_one_line_and_debug_shows_the_traceback(tmp_path
     missing = str(tmp_path / "nope")
     assert cli.main(["swap", missing, "qwen2.5", "--output", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert err == (f"tokswap swap: error: The source model {missing} does not exist: give an existing folder, "
-                   "a tokswap asset name (tokswap assets list) or a Hub id.\n")
+    assert err == (
+        f"tokswap swap: error: The source model {missing} does not exist: give an existing folder, "
+        "a tokswap asset name (tokswap assets list) or a Hub id.\n"
+    )
     with pytest.raises(MissingPathError):
         cli.main(["align", missing, "qwen2.5", "--output", str(tmp_path / "out"), "--debug"])
     monkeypatch.setenv("TOKSWAP_DEBUG", "1")

@@ -33,7 +33,11 @@ ALIGN = ["align", "smollm2", "qwen2.5"]
 CASES = [
     # local paths that do not exist
     ("swap-missing-source", ["swap", MISSING, "qwen2.5", "--output", OUT], "does-not-exist does not exist"),
-    ("swap-missing-target", ["swap", MODEL, "./no-such-tokenizer", "--output", OUT], "no-such-tokenizer does not exist"),
+    (
+        "swap-missing-target",
+        ["swap", MODEL, "./no-such-tokenizer", "--output", OUT],
+        "no-such-tokenizer does not exist",
+    ),
     ("swap-missing-alignment", SWAP + ["--output", OUT, "--alignment", MISSING], "The alignment"),
     ("swap-missing-corpus", SWAP + ["--output", OUT, "--corpus", MISSING], "Corpus"),
     ("align-missing-source", ["align", MISSING, "qwen2.5", "--output", OUT], "does not exist"),
@@ -41,10 +45,16 @@ CASES = [
     ("align-missing-corpus", ALIGN + ["--output", OUT, "--corpus", MISSING], "Corpus"),
     ("train-missing-model", ["train", MISSING, "--dataset", DATA, "--output", OUT], "The model"),
     ("train-missing-dataset", ["train", MODEL, "--dataset", MISSING, "--output", OUT], "Dataset"),
-    ("distill-missing-student", ["distill", MISSING, "--teacher", MODEL, "--dataset", DATA, "--output", OUT],
-     "The student"),
-    ("distill-missing-teacher", ["distill", MODEL, "--teacher", MISSING, "--dataset", DATA, "--output", OUT],
-     "The teacher"),
+    (
+        "distill-missing-student",
+        ["distill", MISSING, "--teacher", MODEL, "--dataset", DATA, "--output", OUT],
+        "The student",
+    ),
+    (
+        "distill-missing-teacher",
+        ["distill", MODEL, "--teacher", MISSING, "--dataset", DATA, "--output", OUT],
+        "The teacher",
+    ),
     ("eval-missing-model", ["eval", MISSING], "The model"),
     ("eval-missing-tokenizer", ["eval", "smollm2-135m", "--tokenizer", MISSING], "The tokenizer"),
     # zero and negative numbers

@@ -67,8 +67,17 @@ def test_mix_by_bytes_and_languages(small_corpus):
     code = {language for _, domain, language, _ in rows if domain == "code"}
     assert {"python", "rust", "java", "cpp"} <= code
     assert {language for _, domain, language, _ in rows if domain == "math"} == {"en"}
-    assert {source for *_, source in rows} >= {"wikipedia", "debian-handbook", "man-pages", "udhr", "python-stdlib",
-                                               "mbpp", "humaneval", "math", "gsm8k"}
+    assert {source for *_, source in rows} >= {
+        "wikipedia",
+        "debian-handbook",
+        "man-pages",
+        "udhr",
+        "python-stdlib",
+        "mbpp",
+        "humaneval",
+        "math",
+        "gsm8k",
+    }
     assert max(_bytes(text) for text, *_ in rows) <= MAX_CHUNK_BYTES
     assert len({text for text, *_ in rows}) == len(rows)  # no duplicate chunks
 
@@ -123,6 +132,7 @@ def test_heldout_by_language(small_corpus):
 # ----------------------------------------------------------------------------------------------
 # Corpus files given by the user
 # ----------------------------------------------------------------------------------------------
+
 
 def test_a_file_without_blank_lines_is_one_document_per_line(tmp_path):
     path = tmp_path / "lines.txt"

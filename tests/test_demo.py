@@ -77,8 +77,15 @@ def test_demo_prints_numbered_steps_and_a_table(quick_demo):
 
 def test_demo_writes_the_model_results_and_plot(quick_demo):
     output, results, _, config = quick_demo
-    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokswap_config.json", "results.json",
-                 "heldout.json", "loss_curve.png"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokswap_config.json",
+        "results.json",
+        "heldout.json",
+        "loss_curve.png",
+    ):
         assert (output / name).is_file(), name
     assert (output / "alignment" / "alignment.safetensors").is_file()
     assert (output / "loss_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -109,8 +116,15 @@ def test_saved_model_reproduces_the_printed_numbers(quick_demo):
     tokenizer = AutoTokenizer.from_pretrained(str(output))
     assert len(tokenizer) == 151665  # the Qwen2.5 vocabulary
     heldout = json.loads((output / "heldout.json").read_text())
-    again = evaluate(model, tokenizer, tasks=["bpb"], heldout=heldout, batch_size=EVAL_BATCH_SIZE,
-                     max_length=EVAL_MAX_LENGTH, progress=False)
+    again = evaluate(
+        model,
+        tokenizer,
+        tasks=["bpb"],
+        heldout=heldout,
+        batch_size=EVAL_BATCH_SIZE,
+        max_length=EVAL_MAX_LENGTH,
+        progress=False,
+    )
     printed_after = _printed_row(printed, "bits/byte all")[2]
     assert again["bpb"]["all"]["bits_per_byte"] == pytest.approx(printed_after, abs=1e-4)
     demo_bpb = results["evaluations"]["after training"]["bpb"]
@@ -145,8 +159,13 @@ def test_prebuilt_alignment_on_the_hub_is_used(quick_demo, hub):
     alignment = TokenAlignment.from_pretrained(output / "alignment")
     push_alignment(alignment)
     printed = io.StringIO()
-    found, origin = _get_alignment(load_tokenizer(config.source_tokenizer), load_tokenizer(config.target_tokenizer),
-                                   corpus=None, config=DemoConfig.quick(progress=False), steps=_Steps(1, printed))
+    found, origin = _get_alignment(
+        load_tokenizer(config.source_tokenizer),
+        load_tokenizer(config.target_tokenizer),
+        corpus=None,
+        config=DemoConfig.quick(progress=False),
+        steps=_Steps(1, printed),
+    )
     assert origin["origin"] == "prebuilt"
     assert "prebuilt" in printed.getvalue()
     assert (found.target_to_source == alignment.target_to_source).all()

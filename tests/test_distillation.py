@@ -33,8 +33,16 @@ TEXTS = [
 # ------------------------------------------------------------------------------------------------
 
 
-def naive_loss(student_logits, teacher_logits, labels, vocab_size, alpha=0.5, temperature=1.0,
-               divergence="forward_kl", num_items_in_batch=None):
+def naive_loss(
+    student_logits,
+    teacher_logits,
+    labels,
+    vocab_size,
+    alpha=0.5,
+    temperature=1.0,
+    divergence="forward_kl",
+    num_items_in_batch=None,
+):
     s, t, y = student_logits[:, :-1], teacher_logits[:, :-1], labels[:, 1:]
     mask = y != -100
     ce = F.cross_entropy(s.reshape(-1, s.shape[-1]), y.reshape(-1), ignore_index=-100, reduction="sum")
@@ -100,8 +108,9 @@ def test_gradient_accumulation_normalization():
 
     loss_sum = 0.0
     for part, chunk in ((slice(0, 1), 3), (slice(1, 4), 7)):
-        out = token_distillation_loss(sh[part], th[part], labels[part], shead, thead, vocab, chunk_size=chunk,
-                                      num_items_in_batch=total)
+        out = token_distillation_loss(
+            sh[part], th[part], labels[part], shead, thead, vocab, chunk_size=chunk, num_items_in_batch=total
+        )
         loss_sum = loss_sum + out.loss
     assert torch.allclose(loss_sum, full_reference, rtol=0, atol=1e-5)
     got = grads_of(loss_sum, sh, shead.weight)
@@ -128,8 +137,9 @@ def test_padding_columns_are_excluded():
 def test_divergence_is_zero_for_identical_models():
     sh, _, labels, shead, _, vocab = make_problem(seed=3)
     for divergence in ("forward_kl", "reverse_kl", "jsd"):
-        out = token_distillation_loss(sh, sh.detach(), labels, shead, shead, vocab, chunk_size=6,
-                                      divergence=divergence, temperature=1.5)
+        out = token_distillation_loss(
+            sh, sh.detach(), labels, shead, shead, vocab, chunk_size=6, divergence=divergence, temperature=1.5
+        )
         assert abs(out.divergence_sum.item()) < 1e-9
         assert out.ce_sum.item() > 0
 
@@ -149,8 +159,9 @@ def test_nothing_to_score_gives_a_differentiable_zero():
 
 def _train_tokenizer(texts, vocab_size):
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=1, special_tokens=["<s>", "</s>"],
-                            show_progress=False)
+    bpe.train_from_iterator(
+        texts, vocab_size=vocab_size, min_frequency=1, special_tokens=["<s>", "</s>"], show_progress=False
+    )
     return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>")
 
 
@@ -166,22 +177,44 @@ def dataset():
 
 def llama(rows, hidden=32, seed=0, dtype=torch.float32):
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=rows, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False)
+    config = LlamaConfig(
+        vocab_size=rows,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=False,
+    )
     return LlamaForCausalLM(config).to(dtype)
 
 
 def distill_config(tmp_path, **overrides):
-    kwargs = dict(output_dir=str(tmp_path / "distill"), max_steps=3, per_device_train_batch_size=2, max_length=32,
-                  packing=True, learning_rate=1e-2, logging_steps=1, save_strategy="no", report_to="none",
-                  activation_checkpointing=False, distill_chunk_size=16)
+    kwargs = dict(
+        output_dir=str(tmp_path / "distill"),
+        max_steps=3,
+        per_device_train_batch_size=2,
+        max_length=32,
+        packing=True,
+        learning_rate=1e-2,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        activation_checkpointing=False,
+        distill_chunk_size=16,
+    )
     kwargs.update(overrides)
     return TokenDistillationConfig(**kwargs)
 
 
 def test_config_defaults_and_validation(tmp_path):
     config = TokenDistillationConfig(output_dir=str(tmp_path))
-    assert (config.alpha, config.temperature, config.divergence, config.distill_chunk_size) == (0.5, 1.0, "forward_kl", 256)
+    assert (config.alpha, config.temperature, config.divergence, config.distill_chunk_size) == (
+        0.5,
+        1.0,
+        "forward_kl",
+        256,
+    )
     if not torch.cuda.is_available():
         assert config.bf16 is False
     with pytest.raises(DistillationError):
@@ -198,15 +231,22 @@ def test_trainer_loss_matches_reference_on_real_models(tokenizer, dataset, tmp_p
     teacher = llama(384, hidden=48, seed=1, dtype=torch.float64)
     config = distill_config(tmp_path, alpha=0.25, temperature=1.7, distill_chunk_size=7, packing=False)
     varied = Dataset.from_dict({"text": [t[: 30 + 9 * i] for i, t in enumerate(TEXTS[:3])]})
-    trainer = TokenDistillationTrainer(model=student, teacher_model=teacher, args=config, train_dataset=varied,
-                                       processing_class=tok)
+    trainer = TokenDistillationTrainer(
+        model=student, teacher_model=teacher, args=config, train_dataset=varied, processing_class=tok
+    )
     assert not teacher.training and not any(p.requires_grad for p in teacher.parameters())
     batch = trainer.data_collator([trainer.train_dataset[i] for i in range(3)])
     assert (batch["labels"] == -100).any()  # padded batch
     loss = trainer.compute_loss(trainer.model, dict(batch))
     model_inputs = {k: v for k, v in batch.items() if k != "labels"}
-    reference = naive_loss(student(**model_inputs).logits, teacher(**model_inputs).logits.detach(), batch["labels"],
-                           len(tok), alpha=0.25, temperature=1.7)
+    reference = naive_loss(
+        student(**model_inputs).logits,
+        teacher(**model_inputs).logits.detach(),
+        batch["labels"],
+        len(tok),
+        alpha=0.25,
+        temperature=1.7,
+    )
     assert torch.allclose(loss, reference, rtol=0, atol=1e-5)
     got = torch.autograd.grad(loss, [student.lm_head.weight, student.model.layers[0].mlp.up_proj.weight])
     want = torch.autograd.grad(reference, [student.lm_head.weight, student.model.layers[0].mlp.up_proj.weight])
@@ -218,8 +258,9 @@ def test_kl_is_zero_when_teacher_is_the_student(tokenizer, dataset, tmp_path):
     tok = copy.deepcopy(tokenizer)
     student = llama(320)
     config = distill_config(tmp_path, max_steps=1, learning_rate=1e-9)
-    trainer = TokenDistillationTrainer(model=student, teacher_model=copy.deepcopy(student), args=config,
-                                       train_dataset=dataset, processing_class=tok)
+    trainer = TokenDistillationTrainer(
+        model=student, teacher_model=copy.deepcopy(student), args=config, train_dataset=dataset, processing_class=tok
+    )
     trainer.train()
     logged = [e for e in trainer.state.log_history if "forward_kl" in e]
     assert logged and abs(logged[0]["forward_kl"]) < 1e-5
@@ -245,13 +286,23 @@ def test_distill_trains_student_not_teacher(tokenizer, dataset, tmp_path):
 def test_mismatched_tokenizer_is_refused(tokenizer, dataset, tmp_path):
     other = _train_tokenizer([t.upper() for t in TEXTS], 290)
     with pytest.raises(DistillationError, match="swap the student's tokenizer first"):
-        TokenDistillationTrainer(model=llama(320), teacher_model=llama(320, seed=1), args=distill_config(tmp_path),
-                                 train_dataset=dataset, processing_class=copy.deepcopy(tokenizer),
-                                 teacher_tokenizer=other)
+        TokenDistillationTrainer(
+            model=llama(320),
+            teacher_model=llama(320, seed=1),
+            args=distill_config(tmp_path),
+            train_dataset=dataset,
+            processing_class=copy.deepcopy(tokenizer),
+            teacher_tokenizer=other,
+        )
     # a teacher whose head cannot even cover the tokenizer
     with pytest.raises(DistillationError, match="rows"):
-        TokenDistillationTrainer(model=llama(320), teacher_model=llama(200, seed=1), args=distill_config(tmp_path),
-                                 train_dataset=dataset, processing_class=copy.deepcopy(tokenizer))
+        TokenDistillationTrainer(
+            model=llama(320),
+            teacher_model=llama(200, seed=1),
+            args=distill_config(tmp_path),
+            train_dataset=dataset,
+            processing_class=copy.deepcopy(tokenizer),
+        )
 
 
 def test_teacher_from_path_with_its_tokenizer(tokenizer, dataset, tmp_path):
@@ -259,9 +310,13 @@ def test_teacher_from_path_with_its_tokenizer(tokenizer, dataset, tmp_path):
     teacher_dir = tmp_path / "teacher"
     llama(336, seed=1).save_pretrained(teacher_dir)
     tok.save_pretrained(teacher_dir)
-    trainer = TokenDistillationTrainer(model=llama(320), teacher_model=str(teacher_dir),
-                                       args=distill_config(tmp_path, max_steps=1), train_dataset=dataset,
-                                       processing_class=tok)
+    trainer = TokenDistillationTrainer(
+        model=llama(320),
+        teacher_model=str(teacher_dir),
+        args=distill_config(tmp_path, max_steps=1),
+        train_dataset=dataset,
+        processing_class=tok,
+    )
     trainer.train()
     assert trainer.state.global_step == 1
 
@@ -269,8 +324,13 @@ def test_teacher_from_path_with_its_tokenizer(tokenizer, dataset, tmp_path):
     llama(336, seed=1).save_pretrained(other_dir)
     _train_tokenizer([t[::-1] for t in TEXTS], 290).save_pretrained(other_dir)
     with pytest.raises(DistillationError, match="swap"):
-        TokenDistillationTrainer(model=llama(320), teacher_model=str(other_dir), args=distill_config(tmp_path),
-                                 train_dataset=dataset, processing_class=copy.deepcopy(tokenizer))
+        TokenDistillationTrainer(
+            model=llama(320),
+            teacher_model=str(other_dir),
+            args=distill_config(tmp_path),
+            train_dataset=dataset,
+            processing_class=copy.deepcopy(tokenizer),
+        )
 
 
 @pytest.mark.slow
@@ -286,8 +346,26 @@ def test_cli_distill(tokenizer, tmp_path):
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
     out = tmp_path / "out"
-    code = main(["distill", str(student_dir), "--teacher", str(teacher_dir), "--dataset", str(data), "--output",
-                 str(out), "--max-steps", "2", "--max-length", "32", "--batch-size", "2", "--chunk-size", "8"])
+    code = main(
+        [
+            "distill",
+            str(student_dir),
+            "--teacher",
+            str(teacher_dir),
+            "--dataset",
+            str(data),
+            "--output",
+            str(out),
+            "--max-steps",
+            "2",
+            "--max-length",
+            "32",
+            "--batch-size",
+            "2",
+            "--chunk-size",
+            "8",
+        ]
+    )
     assert code == 0
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
 
@@ -311,11 +389,18 @@ def test_nan_weights_in_student_or_teacher_are_refused(tokenizer, dataset, tmp_p
             model.get_input_embeddings().weight[3, 1] = float("nan")
         return model
 
-    for student, teacher, who in ((broken(llama(320)), llama(320, seed=1), "student"),
-                                  (llama(320), broken(llama(320, seed=1)), "teacher")):
+    for student, teacher, who in (
+        (broken(llama(320)), llama(320, seed=1), "student"),
+        (llama(320), broken(llama(320, seed=1)), "teacher"),
+    ):
         with pytest.raises(NonFiniteError, match=f"(?i)the {who} has 1 NaN/infinite.*embed_tokens"):
-            TokenDistillationTrainer(model=student, teacher_model=teacher, args=distill_config(tmp_path),
-                                     train_dataset=dataset, processing_class=copy.deepcopy(tokenizer))
+            TokenDistillationTrainer(
+                model=student,
+                teacher_model=teacher,
+                args=distill_config(tmp_path),
+                train_dataset=dataset,
+                processing_class=copy.deepcopy(tokenizer),
+            )
 
 
 def test_distill_stops_on_a_nan_loss(tokenizer, dataset, tmp_path):
@@ -325,22 +410,31 @@ def test_distill_stops_on_a_nan_loss(tokenizer, dataset, tmp_path):
     with torch.no_grad():
         student.lm_head.weight[0, 0] = float("nan")  # every logit row holds a NaN: every loss is NaN
     with pytest.raises(NonFiniteError, match="diverged at step 1"):
-        distill(student, copy.deepcopy(tokenizer), llama(320, seed=1), dataset, distill_config(tmp_path),
-                allow_nonfinite=True)
+        distill(
+            student,
+            copy.deepcopy(tokenizer),
+            llama(320, seed=1),
+            dataset,
+            distill_config(tmp_path),
+            allow_nonfinite=True,
+        )
 
 
-@pytest.mark.parametrize(("option", "value", "message"), [
-    ("max_steps", -3, r"max_steps \(--max-steps\) must be -1 \(one epoch\) or an integer >= 1, got -3"),
-    ("max_steps", 0, r"--max-steps\) must be -1"),
-    ("per_device_train_batch_size", 0, r"--batch-size\) must be an integer >= 1"),
-    ("gradient_accumulation_steps", 0, r"--grad-accum\) must be an integer >= 1"),
-    ("max_length", -5, r"--max-length\) must be an integer >= 1"),
-    ("learning_rate", 0.0, r"learning_rate \(--lr\) must be a finite number > 0"),
-    ("logging_steps", 0, r"--logging-steps\) must be a finite number > 0"),
-    ("save_steps", -1, r"--save-steps\) must be a finite number > 0"),
-    ("temperature", 0.0, r"--temperature\) must be a finite number > 0"),
-    ("distill_chunk_size", 0, r"--chunk-size\) must be an integer >= 1"),
-])
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("max_steps", -3, r"max_steps \(--max-steps\) must be -1 \(one epoch\) or an integer >= 1, got -3"),
+        ("max_steps", 0, r"--max-steps\) must be -1"),
+        ("per_device_train_batch_size", 0, r"--batch-size\) must be an integer >= 1"),
+        ("gradient_accumulation_steps", 0, r"--grad-accum\) must be an integer >= 1"),
+        ("max_length", -5, r"--max-length\) must be an integer >= 1"),
+        ("learning_rate", 0.0, r"learning_rate \(--lr\) must be a finite number > 0"),
+        ("logging_steps", 0, r"--logging-steps\) must be a finite number > 0"),
+        ("save_steps", -1, r"--save-steps\) must be a finite number > 0"),
+        ("temperature", 0.0, r"--temperature\) must be a finite number > 0"),
+        ("distill_chunk_size", 0, r"--chunk-size\) must be an integer >= 1"),
+    ],
+)
 def test_config_ranges_are_checked(option, value, message, tmp_path):
     with pytest.raises(DistillationError, match=message):
         TokenDistillationConfig(output_dir=str(tmp_path), **{option: value})
@@ -355,12 +449,24 @@ def test_gradient_accumulation_through_trainer_train(tokenizer, tmp_path):
     results = []
     for name, batch, accumulation in (("big", 4, 1), ("accumulated", 1, 4)):
         model = copy.deepcopy(student)
-        config = distill_config(tmp_path, output_dir=str(tmp_path / name), max_steps=1, packing=False,
-                                per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation,
-                                optim="sgd", max_grad_norm=1e9, lr_scheduler_type="constant", alpha=0.3,
-                                distill_chunk_size=5, dataloader_drop_last=True, seed=0)
-        trainer = TokenDistillationTrainer(model=model, teacher_model=copy.deepcopy(teacher), args=config,
-                                           train_dataset=data, processing_class=tok)
+        config = distill_config(
+            tmp_path,
+            output_dir=str(tmp_path / name),
+            max_steps=1,
+            packing=False,
+            per_device_train_batch_size=batch,
+            gradient_accumulation_steps=accumulation,
+            optim="sgd",
+            max_grad_norm=1e9,
+            lr_scheduler_type="constant",
+            alpha=0.3,
+            distill_chunk_size=5,
+            dataloader_drop_last=True,
+            seed=0,
+        )
+        trainer = TokenDistillationTrainer(
+            model=model, teacher_model=copy.deepcopy(teacher), args=config, train_dataset=data, processing_class=tok
+        )
         trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(trainer.train_dataset)  # noqa: B023
         trainer.train()
         results.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))

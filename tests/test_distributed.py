@@ -29,12 +29,20 @@ BATCH, LENGTH = 2, 32
 def tiny_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("ddp")
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(TEXTS, vocab_size=300, min_frequency=1, special_tokens=["<s>", "</s>"],
-                            show_progress=False)
+    bpe.train_from_iterator(TEXTS, vocab_size=300, min_frequency=1, special_tokens=["<s>", "</s>"], show_progress=False)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>")
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=320, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False))
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=320,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            tie_word_embeddings=False,
+        )
+    )
     model.save_pretrained(root / "model")
     tokenizer.save_pretrained(root / "model")
     (root / "data.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
@@ -69,12 +77,26 @@ def test_launched_on_cpus_reads_the_launcher(monkeypatch):
 
 
 def test_two_process_train_shares_each_step(tiny_run):
-    common = ["--dataset", "data.jsonl", "--stage1-steps", "3", "--stage2-steps", "1", "--max-length", str(LENGTH),
-              "--batch-size", str(BATCH), "--logging-steps", "1"]
+    common = [
+        "--dataset",
+        "data.jsonl",
+        "--stage1-steps",
+        "3",
+        "--stage2-steps",
+        "1",
+        "--max-length",
+        str(LENGTH),
+        "--batch-size",
+        str(BATCH),
+        "--logging-steps",
+        "1",
+    ]
     single = run(["train", "model", "--output", "one", *common], 1, tiny_run)
     double = run(["train", "model", "--output", "two", *common], 2, tiny_run)
-    one, two = logged_tokens(tiny_run / "one/stage1/trainer_state.json"), logged_tokens(
-        tiny_run / "two/stage1/trainer_state.json")
+    one, two = (
+        logged_tokens(tiny_run / "one/stage1/trainer_state.json"),
+        logged_tokens(tiny_run / "two/stage1/trainer_state.json"),
+    )
     # num_tokens is summed over processes: two processes see twice the tokens per optimizer step
     # (a packed batch may end with a shorter sequence, hence the tolerance after the first step)
     assert len(one) == len(two) == 3
@@ -93,20 +115,37 @@ def logged_losses(state_file: Path) -> list:
 
 
 def test_two_processes_match_one_with_the_same_global_batch_and_resume(tiny_run):
-    common = ["--dataset", "data.jsonl", "--stage2-steps", "0", "--max-length", str(LENGTH), "--logging-steps", "1",
-              "--save-steps", "2"]
-    run(["train", "model", "--output", "one-4", "--stage1-steps", "2", "--batch-size", str(2 * BATCH), *common], 1,
-        tiny_run)
-    run(["train", "model", "--output", "two-2", "--stage1-steps", "2", "--batch-size", str(BATCH), *common], 2,
-        tiny_run)
+    common = [
+        "--dataset",
+        "data.jsonl",
+        "--stage2-steps",
+        "0",
+        "--max-length",
+        str(LENGTH),
+        "--logging-steps",
+        "1",
+        "--save-steps",
+        "2",
+    ]
+    run(
+        ["train", "model", "--output", "one-4", "--stage1-steps", "2", "--batch-size", str(2 * BATCH), *common],
+        1,
+        tiny_run,
+    )
+    run(
+        ["train", "model", "--output", "two-2", "--stage1-steps", "2", "--batch-size", str(BATCH), *common], 2, tiny_run
+    )
     one = logged_losses(tiny_run / "one-4/stage1/trainer_state.json")
     two = logged_losses(tiny_run / "two-2/stage1/trainer_state.json")
     # the same global batch size (other documents: the sampler shards differently), so nearly the same loss
     assert len(one) == len(two) == 2
     assert all(abs(a - b) < 0.05 for a, b in zip(one, two)), (one, two)
     # a two-process run resumes from its own checkpoint and goes on to the new step count
-    run(["train", "model", "--output", "two-2", "--stage1-steps", "4", "--batch-size", str(BATCH), "--resume",
-         *common], 2, tiny_run)
+    run(
+        ["train", "model", "--output", "two-2", "--stage1-steps", "4", "--batch-size", str(BATCH), "--resume", *common],
+        2,
+        tiny_run,
+    )
     state = json.loads((tiny_run / "two-2/stage1/trainer_state.json").read_text())
     assert state["global_step"] == 4
     assert [e["step"] for e in state["log_history"] if "loss" in e][-2:] == [3, 4]
@@ -114,9 +153,28 @@ def test_two_processes_match_one_with_the_same_global_batch_and_resume(tiny_run)
 
 def test_two_process_distill_shares_each_step(tiny_run):
     def distill(output, nproc):
-        return run(["distill", "model", "--teacher", "model", "--dataset", "data.jsonl", "--output", output,
-                    "--max-steps", "2", "--max-length", str(LENGTH), "--batch-size", str(BATCH),
-                    "--logging-steps", "1"], nproc, tiny_run)
+        return run(
+            [
+                "distill",
+                "model",
+                "--teacher",
+                "model",
+                "--dataset",
+                "data.jsonl",
+                "--output",
+                output,
+                "--max-steps",
+                "2",
+                "--max-length",
+                str(LENGTH),
+                "--batch-size",
+                str(BATCH),
+                "--logging-steps",
+                "1",
+            ],
+            nproc,
+            tiny_run,
+        )
 
     distill("distilled-one", 1)
     double = distill("distilled-two", 2)

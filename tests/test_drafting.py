@@ -36,16 +36,27 @@ def _pieces_alignment(source_tokenizer, target_tokenizer) -> TokenAlignment:
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=indptr[1:])
     return TokenAlignment(
-        target_to_source=target_to_source, row_sources=codes, fallback_indptr=indptr, fallback_indices=pieces,
-        config={"source_tokenizer": tokenizer_fingerprint(source_tokenizer),
-                "target_tokenizer": tokenizer_fingerprint(target_tokenizer)},
+        target_to_source=target_to_source,
+        row_sources=codes,
+        fallback_indptr=indptr,
+        fallback_indices=pieces,
+        config={
+            "source_tokenizer": tokenizer_fingerprint(source_tokenizer),
+            "target_tokenizer": tokenizer_fingerprint(target_tokenizer),
+        },
     )
 
 
 def _tiny_llama(tokenizer, vocab_size, seed, layers=2):
     config = transformers.LlamaConfig(
-        vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=4,
-        num_key_value_heads=2, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
         max_position_embeddings=256,
     )
     torch.manual_seed(seed)
@@ -92,8 +103,15 @@ def test_assisted_generation_is_lossless_and_counts_acceptance(pair, draft):
     big_model = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
     alone = measure_speculative_decoding(big_model, big_tok, PROMPTS, max_new_tokens=24)
     assert alone["target_forwards"] >= alone["new_tokens"] > 0  # one forward per token without a draft
-    assisted = measure_speculative_decoding(big_model, big_tok, PROMPTS, assistant=draft.model.eval(),
-                                            max_new_tokens=24, num_assistant_tokens=4, baseline=alone["outputs"])
+    assisted = measure_speculative_decoding(
+        big_model,
+        big_tok,
+        PROMPTS,
+        assistant=draft.model.eval(),
+        max_new_tokens=24,
+        num_assistant_tokens=4,
+        baseline=alone["outputs"],
+    )
     assert assisted["lossless"], assisted["mismatched_prompts"]
     assert assisted["outputs"] == alone["outputs"]
     assert 0.0 <= assisted["acceptance_rate"] <= 1.0
@@ -105,8 +123,9 @@ def test_the_big_model_as_its_own_draft_accepts_everything(pair):
     _, _, big, big_tok = pair
     big_model = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
     twin = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
-    result = measure_speculative_decoding(big_model, big_tok, PROMPTS, assistant=twin, max_new_tokens=24,
-                                          num_assistant_tokens=4)
+    result = measure_speculative_decoding(
+        big_model, big_tok, PROMPTS, assistant=twin, max_new_tokens=24, num_assistant_tokens=4
+    )
     assert result["lossless"]
     assert result["acceptance_rate"] > 0.9
     assert result["tokens_per_forward"] > 2.5  # up to 4 accepted + 1 per big-model forward
@@ -115,8 +134,10 @@ def test_the_big_model_as_its_own_draft_accepts_everything(pair):
 def test_a_draft_with_another_vocabulary_is_refused(pair):
     small, _, big, _ = pair
     with pytest.raises(DraftError, match="make_draft"):
-        check_draft_compatible(transformers.AutoModelForCausalLM.from_pretrained(big),
-                               transformers.AutoModelForCausalLM.from_pretrained(small))
+        check_draft_compatible(
+            transformers.AutoModelForCausalLM.from_pretrained(big),
+            transformers.AutoModelForCausalLM.from_pretrained(small),
+        )
 
 
 def test_make_draft_refuses_a_vocabulary_size_override(pair):
@@ -135,15 +156,34 @@ def test_cli_draft_swaps_distills_and_saves_a_plain_transformers_folder(pair, tm
     dataset = tmp_path / "text.txt"
     dataset.write_text("\n\n".join(TEXTS[:16]))
     out = tmp_path / "draft"
-    code = cli.main(["draft", str(small), str(big), "--output", str(out), "--alignment", str(alignment),
-                     "--dataset", str(dataset), "--max-steps", "2", "--batch-size", "2", "--max-length", "32",
-                     "--logging-steps", "1"])
+    code = cli.main(
+        [
+            "draft",
+            str(small),
+            str(big),
+            "--output",
+            str(out),
+            "--alignment",
+            str(alignment),
+            "--dataset",
+            str(dataset),
+            "--max-steps",
+            "2",
+            "--batch-size",
+            "2",
+            "--max-length",
+            "32",
+            "--logging-steps",
+            "1",
+        ]
+    )
     assert code == 0
     draft = transformers.AutoModelForCausalLM.from_pretrained(out)
     big_model = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
     check_draft_compatible(big_model, draft)
-    result = measure_speculative_decoding(big_model, big_tok, PROMPTS[:1], assistant=draft.eval(), max_new_tokens=12,
-                                          num_assistant_tokens=3)
+    result = measure_speculative_decoding(
+        big_model, big_tok, PROMPTS[:1], assistant=draft.eval(), max_new_tokens=12, num_assistant_tokens=3
+    )
     assert result["lossless"]
 
 
@@ -160,8 +200,13 @@ def test_cli_draft_without_text_is_a_one_line_user_error(pair, tmp_path, capsys)
 def test_a_drafts_card_names_the_big_model_and_its_measurements(draft):
     from tokswap.cards import render_model_card
 
-    record = {**draft.swap_record, "draft_for": "Qwen/Qwen2.5-Coder-0.5B-Instruct", "speculative_decoding": {
-        "code": {"acceptance_rate": 0.61, "tokens_per_forward": 2.4, "speedup": 1.35, "num_assistant_tokens": 4}}}
+    record = {
+        **draft.swap_record,
+        "draft_for": "Qwen/Qwen2.5-Coder-0.5B-Instruct",
+        "speculative_decoding": {
+            "code": {"acceptance_rate": 0.61, "tokens_per_forward": 2.4, "speedup": 1.35, "num_assistant_tokens": 4}
+        },
+    }
     card = str(render_model_card("me/smollm2-draft", {"architectures": ["LlamaForCausalLM"]}, record))
     assert "draft for [`Qwen/Qwen2.5-Coder-0.5B-Instruct`]" in card
     assert "assistant_model=draft" in card

@@ -82,9 +82,12 @@ def tok():
 def bigram():
     entries = {
         (ID["<eos>"], ID["q"]): 0.25,
-        (ID["q"], ID["a"]): 0.3, (ID["q"], ID["b"]): 0.5,
-        (ID["b"], ID["c"]): 0.5, (ID["c"], ID["d"]): 0.5,
-        (ID["r"], ID["a"]): 0.6, (ID["r"], ID["b"]): 0.1,
+        (ID["q"], ID["a"]): 0.3,
+        (ID["q"], ID["b"]): 0.5,
+        (ID["b"], ID["c"]): 0.5,
+        (ID["c"], ID["d"]): 0.5,
+        (ID["r"], ID["a"]): 0.6,
+        (ID["r"], ID["b"]): 0.1,
     }
     return bigram_table(entries, len(WORDS)), entries
 
@@ -145,8 +148,9 @@ def test_shared_inputs_run_once_and_greedy_flag(tok, bigram):
 
 def test_trailing_space_moves_to_the_continuation(tok, bigram):
     table, _ = bigram
-    (a,), (b,) = [ev.score_continuations(BigramModel(table), tok, [pair], progress=False) for pair in
-                  [("q ", "a"), ("q", " a")]]
+    (a,), (b,) = [
+        ev.score_continuations(BigramModel(table), tok, [pair], progress=False) for pair in [("q ", "a"), ("q", " a")]
+    ]
     assert a[0] == pytest.approx(b[0])
 
 
@@ -161,7 +165,7 @@ def test_bits_per_byte_on_bigram_model_is_exact(tok, bigram, max_length):
     model = BigramModel(table)
     # "q b c d": prefix <eos> then q (.25), b|q (.5), c|b (.5), d|c (.5); 7 bytes.
     result = ev.bits_per_byte(model, tok, ["q b c d", ""], max_length=max_length, batch_size=2, progress=False)
-    nats = -math.log(0.25 * 0.5 ** 3)
+    nats = -math.log(0.25 * 0.5**3)
     assert result.num_tokens == 4 and result.num_bytes == 7
     assert result.nats == pytest.approx(nats, rel=1e-5)
     assert result.bits_per_byte == pytest.approx(nats / (math.log(2) * 7), rel=1e-5)
@@ -170,9 +174,16 @@ def test_bits_per_byte_on_bigram_model_is_exact(tok, bigram, max_length):
 @pytest.fixture(scope="module")
 def tiny_llama(tok):
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                         tie_word_embeddings=False)
+    config = LlamaConfig(
+        vocab_size=32,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        tie_word_embeddings=False,
+    )
     # 32 rows for an 18-token tokenizer: a padded vocabulary must be fine.
     return LlamaForCausalLM(config).eval()
 
@@ -208,13 +219,14 @@ def test_bits_per_byte_windows_match_manual(tok, tiny_llama, stride):
         b = min(len(seq), a + step)
         c = max(0, b - 1 - max_length)
         with torch.no_grad():
-            logits = tiny_llama(torch.tensor([seq[c:b - 1]])).logits[0]
-        rows = logits[a - 1 - c: b - 1 - c]
+            logits = tiny_llama(torch.tensor([seq[c : b - 1]])).logits[0]
+        rows = logits[a - 1 - c : b - 1 - c]
         expected += float(torch.nn.functional.cross_entropy(rows, torch.tensor(seq[a:b]), reduction="sum"))
         a = b
     for batch_size in (1, 8):
-        result = ev.bits_per_byte(tiny_llama, tok, [text], batch_size=batch_size, max_length=max_length,
-                                  stride=stride, progress=False)
+        result = ev.bits_per_byte(
+            tiny_llama, tok, [text], batch_size=batch_size, max_length=max_length, stride=stride, progress=False
+        )
         assert result.num_tokens == len(seq) - 1
         assert result.nats == pytest.approx(expected, rel=1e-4)
     # Short windows lose context, so the score must differ from one full-context pass (checks the windows ran).
@@ -276,14 +288,26 @@ def test_compare_compression(tok):
 def write_task(root, name, docs, variant="rc_0shot", uncond_offset=1000000):
     folder = root / "oe_eval_tasks" / name / variant
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps(
-        {"task_config": {"metric_kwargs": {"uncond_docid_offset": uncond_offset}}}))
+    (folder / "config.json").write_text(
+        json.dumps({"task_config": {"metric_kwargs": {"uncond_docid_offset": uncond_offset}}})
+    )
     with gzip.open(folder / "requests.jsonl.gz", "wt") as handle:
         for doc_id, (contexts, continuations, gold) in enumerate(docs):
             for idx, (ctx, cont) in enumerate(zip(contexts, continuations)):
                 for did, c in ((doc_id, ctx), (doc_id + uncond_offset, "Answer:")):  # + calibration requests
-                    handle.write(json.dumps({"request_type": "loglikelihood", "doc": {}, "doc_id": did, "idx": idx,
-                                             "label": gold, "request": {"context": c, "continuation": cont}}) + "\n")
+                    handle.write(
+                        json.dumps(
+                            {
+                                "request_type": "loglikelihood",
+                                "doc": {},
+                                "doc_id": did,
+                                "idx": idx,
+                                "label": gold,
+                                "request": {"context": c, "continuation": cont},
+                            }
+                        )
+                        + "\n"
+                    )
 
 
 @pytest.fixture()
@@ -304,12 +328,19 @@ def test_load_task_drops_unconditional_requests_and_limits(toy_data):
 
 def test_evaluate_returns_json_and_a_table(tok, bigram, toy_data):
     model = BigramModel(bigram[0])
-    results = ev.evaluate(model, tok, tasks="bpb,compression,arc_easy", heldout={"toy": ["q b c d"], "toy2": ["r a"]},
-                          reference_tokenizer=char_tokenizer("qrabcd "), data_dir=toy_data, progress=False)
+    results = ev.evaluate(
+        model,
+        tok,
+        tasks="bpb,compression,arc_easy",
+        heldout={"toy": ["q b c d"], "toy2": ["r a"]},
+        reference_tokenizer=char_tokenizer("qrabcd "),
+        data_dir=toy_data,
+        progress=False,
+    )
     json.dumps(results, allow_nan=False)
     assert results["tasks"]["arc_easy"]["acc"] == pytest.approx(1 / 3)
     assert results["tasks"]["arc_easy"]["acc_norm"] == pytest.approx(2 / 3)
-    assert results["bpb"]["toy"]["bits_per_byte"] == pytest.approx(-math.log2(0.25 * 0.5 ** 3) / 7, rel=1e-5)
+    assert results["bpb"]["toy"]["bits_per_byte"] == pytest.approx(-math.log2(0.25 * 0.5**3) / 7, rel=1e-5)
     assert set(results["bpb"]) == {"toy", "toy2", "all"}
     assert results["compression"]["toy"]["num_tokens"] == 4
     assert results["compression_vs_reference"]["toy"]["source_tokens"] == 7
@@ -329,8 +360,23 @@ def test_cli_eval_writes_json(tmp_path, tok, tiny_llama, toy_data, capsys):
     heldout = tmp_path / "heldout.jsonl"
     heldout.write_text('{"text": "the cat sat", "language": "en"}\n{"text": "x y z", "language": "xx"}\n')
     out = tmp_path / "out" / "results.json"
-    code = main(["eval", str(model_dir), "--tasks", "bpb,arc_easy", "--heldout", str(heldout), "--data-dir",
-                 str(toy_data), "--output", str(out), "--no-progress", "--device", "cpu"])
+    code = main(
+        [
+            "eval",
+            str(model_dir),
+            "--tasks",
+            "bpb,arc_easy",
+            "--heldout",
+            str(heldout),
+            "--data-dir",
+            str(toy_data),
+            "--output",
+            str(out),
+            "--no-progress",
+            "--device",
+            "cpu",
+        ]
+    )
     assert code == 0
     data = json.loads(out.read_text())
     assert data["tasks"]["arc_easy"]["num_examples"] == 3
@@ -354,8 +400,15 @@ def test_harness_errors_clearly_when_unavailable(tok, bigram):
 # ------------------------------------------------------------------------------------------
 
 
-EXPECTED_CHOICES = {"hellaswag": {4}, "arc_easy": {3, 4, 5}, "arc_challenge": {3, 4, 5}, "piqa": {2},
-                    "winogrande": {2}, "boolq": {2}, "openbookqa": {4}}
+EXPECTED_CHOICES = {
+    "hellaswag": {4},
+    "arc_easy": {3, 4, 5},
+    "arc_challenge": {3, 4, 5},
+    "piqa": {2},
+    "winogrande": {2},
+    "boolq": {2},
+    "openbookqa": {4},
+}
 
 
 @pytest.mark.slow
@@ -395,15 +448,18 @@ def smollm2():
 @pytest.mark.slow
 def test_smollm2_sanity(smollm2):
     model, tokenizer = smollm2
-    text = ("The cat sat on the mat. It was a sunny day, and the children were playing in the park "
-            "while their parents talked about the weather.")
+    text = (
+        "The cat sat on the mat. It was a sunny day, and the children were playing in the park "
+        "while their parents talked about the weather."
+    )
     bpb = ev.bits_per_byte(model, tokenizer, [text], progress=False)
     assert 0.3 < bpb.bits_per_byte < 1.5, bpb
     assert ev.compression(tokenizer, "Hello world")["num_tokens"] == 2
     examples = [
         ev.MultipleChoiceExample(0, ["The capital of France is"] * 3, [" Paris", " banana", " seventeen"], 0),
-        ev.MultipleChoiceExample(1, ["Question: What color is the sky on a clear day?\nAnswer:"] * 3,
-                                 [" blue", " wooden", " loud"], 0),
+        ev.MultipleChoiceExample(
+            1, ["Question: What color is the sky on a clear day?\nAnswer:"] * 3, [" blue", " wooden", " loud"], 0
+        ),
         ev.MultipleChoiceExample(2, ["One, two, three, four,"] * 3, [" elephant", " five", " Tuesday"], 1),
     ]
     result = ev.score_examples(model, tokenizer, examples, progress=False)

@@ -182,7 +182,9 @@ def test_glove_matches_per_pair_objective_on_tiny_problem():
     """The reported cost is the C tool's: mean of 0.5 f(X) (w.c + b + b' - log X)^2 at the start."""
     documents = [np.array([0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2])]
     cooc = count_cooccurrences(documents, 3, window=2, min_count=1, progress=False)
-    result = train_glove(cooc, GloveConfig(dim=4, iterations=1, batch_size=4, num_threads=1, device="cpu"), progress=False)
+    result = train_glove(
+        cooc, GloveConfig(dim=4, iterations=1, batch_size=4, num_threads=1, device="cpu"), progress=False
+    )
     x = cooc.matrix.tocoo().data
     weights = np.minimum(1.0, (x / 10.0) ** 0.75)
     # Parameters start within 0.5/dim of zero, so the first cost is close to 0.5 f (log X)^2.

@@ -70,7 +70,9 @@ def simple_alignment(source_tokenizer, target_tokenizer) -> TokenAlignment:
         if token in source_vocab:
             target_to_source[tid] = source_vocab[token]
         else:
-            pieces = source_tokenizer.encode(target_tokenizer.convert_tokens_to_string([token]), add_special_tokens=False)
+            pieces = source_tokenizer.encode(
+                target_tokenizer.convert_tokens_to_string([token]), add_special_tokens=False
+            )
             pieces = pieces or [source_tokenizer.eos_token_id]
             target_to_source[tid] = pieces[0]
             row_sources[tid] = RowSource.FALLBACK
@@ -122,9 +124,16 @@ def assets(hub, hub_user, tmp_path_factory):
 
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=len(source_tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=True,
-        bos_token_id=source_tokenizer.bos_token_id, eos_token_id=source_tokenizer.eos_token_id,
+        vocab_size=len(source_tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        bos_token_id=source_tokenizer.bos_token_id,
+        eos_token_id=source_tokenizer.eos_token_id,
         pad_token_id=source_tokenizer.pad_token_id,
     )
     model_dir = root / "tiny-model"
@@ -198,8 +207,9 @@ def test_repo_naming_convention():
 
 
 # ---------------------------------------------------------------------------------------- end to end
-def test_push_find_swap_push_load_generate(assets, namespace, hub_token, hub_user, fresh_hf_cache, monkeypatch,
-                                           tokswap_logs, tmp_path, capsys):
+def test_push_find_swap_push_load_generate(
+    assets, namespace, hub_token, hub_user, fresh_hf_cache, monkeypatch, tokswap_logs, tmp_path, capsys
+):
     from huggingface_hub import ModelCard, snapshot_download
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -213,8 +223,9 @@ def test_push_find_swap_push_load_generate(assets, namespace, hub_token, hub_use
     repo_id = tokswap_hub.alignment_repo_id(source, target)
     assert repo_id.startswith(namespace + "/")
     index = tokswap_hub.load_alignment_index()
-    entry = index["alignments"][tokswap_hub.pair_key(
-        alignment.source_fingerprint["vocab_hash"], alignment.target_fingerprint["vocab_hash"])]
+    entry = index["alignments"][
+        tokswap_hub.pair_key(alignment.source_fingerprint["vocab_hash"], alignment.target_fingerprint["vocab_hash"])
+    ]
     assert entry["repo_id"] == repo_id and entry["revision"] == info.oid
 
     # 2. with an empty cache, the swapper downloads it instead of computing one
@@ -258,8 +269,16 @@ def test_push_find_swap_push_load_generate(assets, namespace, hub_token, hub_use
 
     # 6. what was pushed: one commit with everything, and no token anywhere
     local = snapshot_download(pushed)
-    for name in ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokswap_config.json",
-                 "README.md", "alignment/alignment.safetensors", "alignment/alignment_config.json"):
+    for name in (
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokswap_config.json",
+        "README.md",
+        "alignment/alignment.safetensors",
+        "alignment/alignment_config.json",
+    ):
         assert os.path.isfile(os.path.join(local, name)), name
     from huggingface_hub import HfApi
 
@@ -364,14 +383,22 @@ def test_tampered_alignment_is_refused(assets, namespace, hub_api, hub_token):
 
     # an index entry whose checksum does not match what it points to is refused as well
     index_repo = tokswap_hub.alignment_index_repo_id()
-    tokswap_hub.update_alignment_index({
-        "repo_id": repo_id, "revision": "main", "alignment_sha256": "0" * 64,
-        "source_tokenizer": tokenizer_fingerprint(source), "target_tokenizer": tokenizer_fingerprint(target),
-    })
+    tokswap_hub.update_alignment_index(
+        {
+            "repo_id": repo_id,
+            "revision": "main",
+            "alignment_sha256": "0" * 64,
+            "source_tokenizer": tokenizer_fingerprint(source),
+            "target_tokenizer": tokenizer_fingerprint(target),
+        }
+    )
     with pytest.raises(AlignmentError, match="tampered"):
         tokswap_hub.find_prebuilt_alignment(source, target)
     assert tokswap_hub.find_prebuilt_alignment(source, target, on_mismatch="compute") is None
-    assert hub_api.list_repo_files(index_repo) == [".gitattributes", "index.json"] or "index.json" in hub_api.list_repo_files(index_repo)
+    assert hub_api.list_repo_files(index_repo) == [
+        ".gitattributes",
+        "index.json",
+    ] or "index.json" in hub_api.list_repo_files(index_repo)
     # repair, for the other tests
     simple_alignment(source, target).push_to_hub()
 
@@ -388,8 +415,9 @@ def test_private_alignment_without_token_is_the_hubs_error(assets, namespace, hu
     assert TokenAlignment.from_pretrained(repo_id).num_target_rows == len(target)  # with the token: fine
 
 
-def test_alignments_on_another_host_get_no_hub_token_end_to_end(assets, namespace, hub_token, fresh_hf_cache,
-                                                                 monkeypatch):
+def test_alignments_on_another_host_get_no_hub_token_end_to_end(
+    assets, namespace, hub_token, fresh_hf_cache, monkeypatch
+):
     """Push to, and find on, a $TOKSWAP_ALIGNMENT_ENDPOINT on another port: HF_TOKEN never reaches it."""
     from tokswap.testing import LoopbackHub
     from tokswap.testing.hub_server import HubRequestHandler
@@ -471,8 +499,9 @@ def test_push_to_a_branch_and_load_that_revision(assets, namespace, hub_api):
     second.target_to_source = np.roll(second.target_to_source, 3)
     info = second.push_to_hub(repo_id, revision="v2", update_index=False, commit_message="second version")
     assert "v2" in [branch.name for branch in hub_api.list_repo_refs(repo_id).branches]
-    np.testing.assert_array_equal(TokenAlignment.from_pretrained(repo_id, revision="v2").target_to_source,
-                                  second.target_to_source)
+    np.testing.assert_array_equal(
+        TokenAlignment.from_pretrained(repo_id, revision="v2").target_to_source, second.target_to_source
+    )
     np.testing.assert_array_equal(TokenAlignment.from_pretrained(repo_id).target_to_source, first.target_to_source)
     assert hub_api.list_repo_commits(repo_id, revision="v2")[0].commit_id == info.oid
 
@@ -535,9 +564,14 @@ def test_edited_local_alignment_is_refused_unless_trusted(assets, tmp_path, toks
     folder = simple_alignment(assets["source"], assets["target"]).save_pretrained(tmp_path / "al")
     weights, config_file = folder / "alignment.safetensors", folder / "alignment_config.json"
     config = json.loads(config_file.read_text())
-    expected = {"one-id": "changed outside tokswap", "all-zero": "changed outside tokswap",
-                "config": "was edited", "old-format": "records no checksums",
-                "no-vocab-hash": "no source tokenizer vocabulary hash", "swapped": "changed outside tokswap"}[edit]
+    expected = {
+        "one-id": "changed outside tokswap",
+        "all-zero": "changed outside tokswap",
+        "config": "was edited",
+        "old-format": "records no checksums",
+        "no-vocab-hash": "no source tokenizer vocabulary hash",
+        "swapped": "changed outside tokswap",
+    }[edit]
     if edit in ("one-id", "all-zero"):
         _forge_weights(weights, tmp_path / "forged.safetensors", _one_id_changed if edit == "one-id" else _all_zero)
         os.replace(tmp_path / "forged.safetensors", weights)
@@ -629,8 +663,9 @@ def test_files_swapped_between_hub_repos_are_refused(assets, namespace, hub_api,
 def test_index_pins_the_config_checksum(assets, namespace, hub_api, hub_user):
     source, target = assets["source"], assets["target"]
     simple_alignment(source, target).push_to_hub()
-    entry = tokswap_hub.load_alignment_index()["alignments"][tokswap_hub.pair_key(
-        tokenizer_fingerprint(source)["vocab_hash"], tokenizer_fingerprint(target)["vocab_hash"])]
+    entry = tokswap_hub.load_alignment_index()["alignments"][
+        tokswap_hub.pair_key(tokenizer_fingerprint(source)["vocab_hash"], tokenizer_fingerprint(target)["vocab_hash"])
+    ]
     assert len(entry["config_sha256"]) == 64 and len(entry["alignment_sha256"]) == 64
     # an index entry pinning another config checksum than the one the repo holds is refused
     tokswap_hub.update_alignment_index({**entry, "config_sha256": "1" * 64})

@@ -55,8 +55,13 @@ def _tiny_llama(vocab_size: int):
 
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=vocab_size, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
+        vocab_size=vocab_size,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
     )
     return AutoModelForCausalLM.from_config(config)
 
@@ -301,8 +306,9 @@ def test_offline_mode_reads_the_cache(hub_api, new_repo_id, fresh_hf_cache, tmp_
         print("ok")
         """
     )
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(fresh_hf_cache),
-               HF_ENDPOINT="http://127.0.0.1:9")  # nothing listens there: any request would fail
+    env = dict(
+        os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(fresh_hf_cache), HF_ENDPOINT="http://127.0.0.1:9"
+    )  # nothing listens there: any request would fail
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "ok" in result.stdout
@@ -313,8 +319,12 @@ def test_offline_mode_reads_the_cache(hub_api, new_repo_id, fresh_hf_cache, tmp_
 def test_model_card_round_trip_and_yaml_validation(hub_api, new_repo_id):
     repo_id = new_repo_id("card")
     hub_api.create_repo(repo_id)
-    data = ModelCardData(base_model="HuggingFaceTB/SmolLM2-135M", library_name="transformers",
-                         tags=["tokswap", "tokalign"], license="apache-2.0")
+    data = ModelCardData(
+        base_model="HuggingFaceTB/SmolLM2-135M",
+        library_name="transformers",
+        tags=["tokswap", "tokalign"],
+        license="apache-2.0",
+    )
     card = ModelCard.from_template(data, model_description="A model whose tokenizer was swapped.")
     card.push_to_hub(repo_id)
 
@@ -326,8 +336,9 @@ def test_model_card_round_trip_and_yaml_validation(hub_api, new_repo_id):
     assert "tokswap" in info.tags and info.library_name == "transformers"
 
     with pytest.raises(ValueError, match="Invalid metadata"):
-        hub_api.upload_file(path_or_fileobj=b"---\nkey: [unclosed\n---\nbody\n", path_in_repo="README.md",
-                            repo_id=repo_id)
+        hub_api.upload_file(
+            path_or_fileobj=b"---\nkey: [unclosed\n---\nbody\n", path_in_repo="README.md", repo_id=repo_id
+        )
 
 
 def test_whoami_and_create_repo_conflicts(hub_api, hub_user, new_repo_id):
@@ -401,7 +412,10 @@ def test_standalone_server_persists_its_storage(tmp_path):
     def serve(*extra):
         process = subprocess.Popen(
             [sys.executable, "-m", "tokswap.testing.hub_server", "--port", "0", "--storage", str(storage), *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, HF_TOKEN="tok-cli"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, HF_TOKEN="tok-cli"),
         )
         line = process.stdout.readline()
         assert line.startswith("Serving the Hub protocol on "), line + process.stderr.read()
@@ -456,9 +470,14 @@ def test_raw_lfs_protocol_with_a_chunked_upload(hub, hub_api, hub_token, new_rep
     status, body = call("POST", f"/{repo_id}.git/info/lfs/objects/batch", json.dumps(batch))
     assert status == 200
     href = json.loads(body)["objects"][0]["actions"]["upload"]["href"]
-    pieces = (content[i:i + 8192] for i in range(0, len(content), 8192))
-    status, _ = call("PUT", href.split(str(hub.port), 1)[1], body=pieces, encode_chunked=True,
-                     headers={"Transfer-Encoding": "chunked"})
+    pieces = (content[i : i + 8192] for i in range(0, len(content), 8192))
+    status, _ = call(
+        "PUT",
+        href.split(str(hub.port), 1)[1],
+        body=pieces,
+        encode_chunked=True,
+        headers={"Transfer-Encoding": "chunked"},
+    )
     assert status == 200
     # Once stored, the batch answers without an upload action.
     status, body = call("POST", f"/{repo_id}.git/info/lfs/objects/batch", json.dumps(batch))
@@ -467,24 +486,35 @@ def test_raw_lfs_protocol_with_a_chunked_upload(hub, hub_api, hub_token, new_rep
     lines = [
         {"key": "header", "value": {"summary": "raw commit", "description": ""}},
         {"key": "lfsFile", "value": {"path": "raw.bin", "algo": "sha256", "oid": oid, "size": len(content)}},
-        {"key": "file", "value": {"path": "note.txt", "content": base64.b64encode(b"note").decode(),
-                                  "encoding": "base64"}},
+        {
+            "key": "file",
+            "value": {"path": "note.txt", "content": base64.b64encode(b"note").decode(), "encoding": "base64"},
+        },
     ]
     ndjson = "".join(json.dumps(line) + "\n" for line in lines)
-    status, body = call("POST", f"/api/models/{repo_id}/commit/main", ndjson,
-                        headers={"Content-Type": "application/x-ndjson"})
+    status, body = call(
+        "POST", f"/api/models/{repo_id}/commit/main", ndjson, headers={"Content-Type": "application/x-ndjson"}
+    )
     assert status == 200, body
     commit_oid = json.loads(body)["commitOid"]
     status, body = call("GET", f"/{repo_id}/resolve/{commit_oid}/raw.bin")
     assert status == 200 and body == content
     # An LFS pointer to an object that was never uploaded is refused.
     missing = [lines[0], {"key": "lfsFile", "value": {"path": "ghost.bin", "algo": "sha256", "oid": "0" * 64}}]
-    status, _ = call("POST", f"/api/models/{repo_id}/commit/main", "".join(json.dumps(x) + "\n" for x in missing),
-                     headers={"Content-Type": "application/x-ndjson"})
+    status, _ = call(
+        "POST",
+        f"/api/models/{repo_id}/commit/main",
+        "".join(json.dumps(x) + "\n" for x in missing),
+        headers={"Content-Type": "application/x-ndjson"},
+    )
     assert status == 422
     traversal = [lines[0], {"key": "lfsFile", "value": {"path": "x.bin", "algo": "sha256", "oid": "../../repos"}}]
-    status, _ = call("POST", f"/api/models/{repo_id}/commit/main", "".join(json.dumps(x) + "\n" for x in traversal),
-                     headers={"Content-Type": "application/x-ndjson"})
+    status, _ = call(
+        "POST",
+        f"/api/models/{repo_id}/commit/main",
+        "".join(json.dumps(x) + "\n" for x in traversal),
+        headers={"Content-Type": "application/x-ndjson"},
+    )
     assert status == 422
     connection.close()
 

@@ -51,6 +51,7 @@ def test_cards_do_not_import_the_hub_client():
 @pytest.mark.slow  # a fresh interpreter per module
 @pytest.mark.parametrize("module", MODULES)
 def test_each_module_imports_alone(module):
-    result = subprocess.run([sys.executable, "-c", f"import tokswap.{module}"], capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", f"import tokswap.{module}"], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-2000:]

@@ -41,7 +41,6 @@ def test_omp_with_a_prefilter_smaller_than_the_dictionary_still_finds_close_atom
     assert coef[0, 1:].abs().max() < 1e-4  # nothing left to explain
 
 
-
 @pytest.fixture(scope="module")
 def pair(train_bpe_tokenizer):
     source, target = train_bpe_tokenizer(TEXTS, 290), train_bpe_tokenizer(TEXTS, 330)
@@ -64,8 +63,9 @@ def test_omp_needs_a_target_space_and_focus_falls_back_to_its_variant(pair):
     source, target, *_ = pair
     weight = torch.randn(len(source), 8)
     with pytest.raises(InitMethodError, match="donor"):
-        get_init_method("omp").initialize(weight, _alignment(pair, None), source_tokenizer=source,
-                                          target_tokenizer=target)
+        get_init_method("omp").initialize(
+            weight, _alignment(pair, None), source_tokenizer=source, target_tokenizer=target
+        )
     kwargs = dict(source_tokenizer=source, target_tokenizer=target)
     focus = get_init_method("focus").initialize(weight, _alignment(pair, None), **kwargs)
     variant = get_init_method("focus_fvt").initialize(weight, _alignment(pair, None), **kwargs)
@@ -85,8 +85,9 @@ def test_omp_applies_target_space_coefficients_to_source_rows(pair):
     weight = torch.randn(len(source), 8, dtype=torch.float64)
     alignment = _alignment(pair, space)
     # tokensurgeon's setting (raw vectors, no ridge): the fit is exact and its coefficients carry over as they are
-    out = OMPInit(ridge=0.0, normalize=False).initialize(weight, alignment, source_tokenizer=source,
-                                                         target_tokenizer=target)
+    out = OMPInit(ridge=0.0, normalize=False).initialize(
+        weight, alignment, source_tokenizer=source, target_tokenizer=target
+    )
     expected = 0.25 * weight[target_to_source[a]] - 1.5 * weight[target_to_source[b]]
     assert torch.allclose(out[new[0]], expected, atol=1e-4)
     fvt = get_init_method("fvt").initialize(weight, alignment, source_tokenizer=source, target_tokenizer=target)
@@ -102,8 +103,9 @@ def test_focus_is_a_sparsemax_combination_of_shared_rows(pair):
     space = rng.standard_normal((len(target), 64)).astype(np.float32)
     space[new[0]] = space[shared[5]]  # the auxiliary vector of a shared token: FOCUS copies that token's row
     weight = torch.randn(len(source), 8, dtype=torch.float64)
-    out = get_init_method("focus").initialize(weight, _alignment(pair, space), source_tokenizer=source,
-                                              target_tokenizer=target)
+    out = get_init_method("focus").initialize(
+        weight, _alignment(pair, space), source_tokenizer=source, target_tokenizer=target
+    )
     assert torch.allclose(out[new[0]], weight[target_to_source[shared[5]]].to(out.dtype), atol=1e-5)
     # every new row lies in the convex hull of the shared rows: its weights are a distribution
     assert torch.isfinite(out[new]).all()
@@ -140,10 +142,12 @@ def test_omp_default_rows_stay_in_the_source_rows_scale(pair):
     rng = np.random.default_rng(2)
     space = rng.standard_normal((len(target), 16)).astype(np.float32)  # low-dimensional: raw OMP would overfit
     weight = torch.randn(len(source), 8, dtype=torch.float64)
-    out = get_init_method("omp").initialize(weight, _alignment(pair, space), source_tokenizer=source,
-                                            target_tokenizer=target)
-    raw = OMPInit(ridge=0.0, normalize=False).initialize(weight, _alignment(pair, space), source_tokenizer=source,
-                                                         target_tokenizer=target)
+    out = get_init_method("omp").initialize(
+        weight, _alignment(pair, space), source_tokenizer=source, target_tokenizer=target
+    )
+    raw = OMPInit(ridge=0.0, normalize=False).initialize(
+        weight, _alignment(pair, space), source_tokenizer=source, target_tokenizer=target
+    )
     limit = weight.norm(dim=1).max()
     assert out[new].norm(dim=1).max() <= 2 * limit
     assert out[new].norm(dim=1).max() < raw[new].norm(dim=1).max()

@@ -72,8 +72,13 @@ PRELUDE = textwrap.dedent(f"""
 
 
 def run_child(body: str, expect_killed: bool, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1",
-               TOKSWAP_NO_PREBUILT_ALIGNMENTS="1")
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        TOKENIZERS_PARALLELISM="false",
+        HF_HUB_OFFLINE="1",
+        TOKSWAP_NO_PREBUILT_ALIGNMENTS="1",
+    )
     src = str(Path(__file__).resolve().parents[1] / "src")
     env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
     code = PRELUDE + "\nOUT = " + repr(str(tmp_path)) + "\n" + textwrap.dedent(body)
@@ -175,8 +180,10 @@ TRAIN = """
     print("global_step", result.global_steps[1])
 """
 # the weights of checkpoint-2 are written, then the process dies before the optimizer and trainer_state.json
-KILL_AT_CHECKPOINT_2 = ('kill_after(transformers.Trainer, "save_model", '
-                        'lambda self, output_dir=None, **k: str(output_dir).endswith("checkpoint-2"))')
+KILL_AT_CHECKPOINT_2 = (
+    'kill_after(transformers.Trainer, "save_model", '
+    'lambda self, output_dir=None, **k: str(output_dir).endswith("checkpoint-2"))'
+)
 
 
 @pytest.mark.slow
@@ -225,10 +232,15 @@ def test_distillation_killed_while_checkpointing_resumes_from_the_last_complete_
 @pytest.mark.slow
 def test_distillation_resume_with_nothing_to_resume_is_an_error(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-c", PRELUDE + "\nOUT = " + repr(str(tmp_path)) + "\n" + textwrap.dedent(
-            DISTILL.format(hook="", resume=True))],
+        [
+            sys.executable,
+            "-c",
+            PRELUDE + "\nOUT = " + repr(str(tmp_path)) + "\n" + textwrap.dedent(DISTILL.format(hook="", resume=True)),
+        ],
         env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src")),
-        capture_output=True, text=True, timeout=180,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert proc.returncode != 0 and "DistillationError" in proc.stderr and "nothing to resume" in proc.stderr
     assert not any(p.name.startswith("checkpoint-") for p in (tmp_path / "distill").glob("*"))

@@ -31,8 +31,7 @@ def _dense_reference(queries, keys, k, csls_k=None):
 def test_chunked_search_equals_dense_reference(hubness, chunk_size):
     generator = torch.Generator().manual_seed(0)
     queries, keys = torch.randn(203, 16, generator=generator), torch.randn(150, 16, generator=generator)
-    result = nearest_neighbours(queries, keys, k=5, hubness=hubness, csls_k=10, chunk_size=chunk_size,
-                                candidate_k=150)
+    result = nearest_neighbours(queries, keys, k=5, hubness=hubness, csls_k=10, chunk_size=chunk_size, candidate_k=150)
     indices, values, cos = _dense_reference(queries, keys, 5, 10 if hubness else None)
     assert torch.equal(result.indices, indices)
     torch.testing.assert_close(result.scores, values, atol=1e-5, rtol=1e-5)
@@ -77,12 +76,16 @@ def test_relative_representations_ignore_rotations():
     rotation, _ = torch.linalg.qr(torch.randn(12, 12, generator=generator))
     anchors = np.arange(0, 100, 3)
     torch.testing.assert_close(
-        relative_representations(vectors, anchors), relative_representations(vectors @ rotation, anchors),
-        atol=1e-5, rtol=1e-5,
+        relative_representations(vectors, anchors),
+        relative_representations(vectors @ rotation, anchors),
+        atol=1e-5,
+        rtol=1e-5,
     )
 
 
 def test_precision_at_k():
     predicted = torch.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]])
-    assert precision_at_k(predicted, [1, 6, 0], ks=(1, 3)) == {"precision@1": pytest.approx(1 / 3),
-                                                              "precision@3": pytest.approx(2 / 3)}
+    assert precision_at_k(predicted, [1, 6, 0], ks=(1, 3)) == {
+        "precision@1": pytest.approx(1 / 3),
+        "precision@3": pytest.approx(2 / 3),
+    }

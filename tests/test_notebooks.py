@@ -23,7 +23,11 @@ from nbclient import NotebookClient  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "templates" / "notebooks"
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hub"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("hub"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+]
 
 
 def _helpers():
@@ -40,13 +44,23 @@ def _tiny_llama(tokenizer, folder, seed):
 
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
     )
     LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    (Path(folder) / "README.md").write_text("---\nlicense: apache-2.0\nlanguage:\n- en\n---\n\n# tiny\n", encoding="utf-8")
+    (Path(folder) / "README.md").write_text(
+        "---\nlicense: apache-2.0\nlanguage:\n- en\n---\n\n# tiny\n", encoding="utf-8"
+    )
     return folder
 
 
@@ -92,8 +106,14 @@ def world(hub, hub_user, tmp_path_factory):
             handle.write(json.dumps({"text": text}) + "\n")
     corpus = root / "corpus.txt"
     corpus.write_text("\n".join(texts), encoding="utf-8")
-    return {"ids": ids, "namespace": namespace, "data": str(data), "corpus": str(corpus), "root": root,
-            "alignment_repo": tokswap_hub.alignment_repo_id(source_tokenizer, target_tokenizer, namespace)}
+    return {
+        "ids": ids,
+        "namespace": namespace,
+        "data": str(data),
+        "corpus": str(corpus),
+        "root": root,
+        "alignment_repo": tokswap_hub.alignment_repo_id(source_tokenizer, target_tokenizer, namespace),
+    }
 
 
 def run_notebook(name, overrides, workdir, namespace, timeout=600):
@@ -107,16 +127,18 @@ def run_notebook(name, overrides, workdir, namespace, timeout=600):
 
     hf_home = Path(workdir) / "hf-home"
     env = dict(os.environ)
-    env.update({
-        "TOKSWAP_SKIP_INSTALL": "1",
-        "TOKSWAP_ALIGNMENT_NAMESPACE": namespace,
-        "HF_HUB_CACHE": str(hf_home / "hub"),  # an empty cache: everything comes over HTTP
-        "HF_HOME": str(hf_home),
-        "PATH": os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""),
-        "TOKENIZERS_PARALLELISM": "false",
-        "PYTHONWARNINGS": "ignore",
-        "TOKSWAP_VERBOSITY": "INFO",
-    })
+    env.update(
+        {
+            "TOKSWAP_SKIP_INSTALL": "1",
+            "TOKSWAP_ALIGNMENT_NAMESPACE": namespace,
+            "HF_HUB_CACHE": str(hf_home / "hub"),  # an empty cache: everything comes over HTTP
+            "HF_HOME": str(hf_home),
+            "PATH": os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""),
+            "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONWARNINGS": "ignore",
+            "TOKSWAP_VERBOSITY": "INFO",
+        }
+    )
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(workdir)}})
     client.execute(env=env)
     return nb
@@ -149,7 +171,8 @@ def test_swap_with_prebuilt_alignment_notebook(world, tmp_path):
     nb = run_notebook(
         "01_swap_with_prebuilt_alignment.ipynb",
         {"SOURCE_MODEL": world["ids"]["model"], "TARGET_TOKENIZER": world["ids"]["target"], "MAX_NEW_TOKENS": 5},
-        tmp_path, world["namespace"],
+        tmp_path,
+        world["namespace"],
     )
     text = outputs_text(nb)
     assert "tokswap is already installed" in text
@@ -165,11 +188,16 @@ def test_build_your_own_alignment_notebook(world, tmp_path):
     nb = run_notebook(
         "02_build_your_own_alignment.ipynb",
         {
-            "SOURCE_TOKENIZER": world["ids"]["model"], "TARGET_TOKENIZER": world["ids"]["target"],
-            "CORPUS": world["corpus"], "GLOVE_DIM": 16, "GLOVE_ITERATIONS": 3, "SEMANTIC_SIMILARITY": False,
+            "SOURCE_TOKENIZER": world["ids"]["model"],
+            "TARGET_TOKENIZER": world["ids"]["target"],
+            "CORPUS": world["corpus"],
+            "GLOVE_DIM": 16,
+            "GLOVE_ITERATIONS": 3,
+            "SEMANTIC_SIMILARITY": False,
             "PUSH_TO": push_to,
         },
-        tmp_path, world["namespace"],
+        tmp_path,
+        world["namespace"],
     )
     assert "pushed:" in outputs_text(nb)
     built = TokenAlignment.from_pretrained(push_to)
@@ -181,11 +209,20 @@ def test_train_and_distill_notebook(world, tmp_path):
     nb = run_notebook(
         "03_train_and_distill.ipynb",
         {
-            "SOURCE_MODEL": world["ids"]["model"], "TARGET_TOKENIZER": world["ids"]["target"],
-            "TEACHER": world["ids"]["teacher"], "DATASET": world["data"], "MAX_DOCUMENTS": 120, "MAX_LENGTH": 64,
-            "BATCH_SIZE": 2, "STAGE1_STEPS": 2, "STAGE2_STEPS": 2, "DISTILL_STEPS": 2, "EVAL_DOCUMENTS": 6,
+            "SOURCE_MODEL": world["ids"]["model"],
+            "TARGET_TOKENIZER": world["ids"]["target"],
+            "TEACHER": world["ids"]["teacher"],
+            "DATASET": world["data"],
+            "MAX_DOCUMENTS": 120,
+            "MAX_LENGTH": 64,
+            "BATCH_SIZE": 2,
+            "STAGE1_STEPS": 2,
+            "STAGE2_STEPS": 2,
+            "DISTILL_STEPS": 2,
+            "EVAL_DOCUMENTS": 6,
         },
-        tmp_path, world["namespace"],
+        tmp_path,
+        world["namespace"],
     )
     record = json.loads((tmp_path / "swapped-trained" / "tokswap_config.json").read_text())
     assert set(record["evaluation"]) == {"after swap", "after training", "after distillation"}
@@ -201,7 +238,8 @@ def test_push_notebook(world, tmp_path, hub_api, hub_user):
     nb = run_notebook(
         "04_push_to_hub.ipynb",
         {"SOURCE_MODEL": world["ids"]["model"], "TARGET_TOKENIZER": world["ids"]["target"], "REPO_ID": repo_id},
-        tmp_path, world["namespace"],
+        tmp_path,
+        world["namespace"],
     )
     assert hub_api.model_info(repo_id).private
     card = ModelCard.load(repo_id)
@@ -214,11 +252,19 @@ def test_make_a_draft_model_notebook(world, tmp_path):
     nb = run_notebook(
         "05_make_a_draft_model.ipynb",
         {
-            "SMALL_MODEL": world["ids"]["model"], "BIG_MODEL": world["ids"]["teacher"], "DATASET": world["data"],
-            "TEXT_COLUMN": "text", "MAX_DOCUMENTS": 60, "MAX_LENGTH": 64, "BATCH_SIZE": 2, "DISTILL_STEPS": 2,
-            "MAX_NEW_TOKENS": 8, "NUM_ASSISTANT_TOKENS": 3,
+            "SMALL_MODEL": world["ids"]["model"],
+            "BIG_MODEL": world["ids"]["teacher"],
+            "DATASET": world["data"],
+            "TEXT_COLUMN": "text",
+            "MAX_DOCUMENTS": 60,
+            "MAX_LENGTH": 64,
+            "BATCH_SIZE": 2,
+            "DISTILL_STEPS": 2,
+            "MAX_NEW_TOKENS": 8,
+            "NUM_ASSISTANT_TOKENS": 3,
         },
-        tmp_path, world["namespace"],
+        tmp_path,
+        world["namespace"],
     )
     record = json.loads((tmp_path / "draft-model" / "tokswap_config.json").read_text())
     assert record["draft_for"] == world["ids"]["teacher"]

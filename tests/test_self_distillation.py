@@ -35,7 +35,6 @@ MIXED = (
 )
 
 
-
 @pytest.fixture(scope="module")
 def student_tokenizer(train_bpe_tokenizer):
     return train_bpe_tokenizer(TEXTS, 300)
@@ -48,8 +47,15 @@ def teacher_tokenizer(train_bpe_tokenizer):
 
 def llama(rows, hidden=16, seed=0, dtype=torch.float64, tied=False):
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=rows, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=tied)
+    config = LlamaConfig(
+        vocab_size=rows,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=tied,
+    )
     return LlamaForCausalLM(config).to(dtype)
 
 
@@ -115,8 +121,10 @@ def test_chunk_ids_and_windows_cut_at_shared_boundaries():
 
 
 def test_normalizing_tokenizer_is_reported_not_guessed(student_tokenizer):
-    assert token_byte_ends(student_tokenizer, student_tokenizer("abc", add_special_tokens=False)["input_ids"],
-                           "abd") is None
+    assert (
+        token_byte_ends(student_tokenizer, student_tokenizer("abc", add_special_tokens=False)["input_ids"], "abd")
+        is None
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -133,8 +141,11 @@ def naive_loss(student, teacher, batch, ce_w, ll_w, hid_w, kind):
     """Full-logit reference, one chunk at a time in Python loops."""
     s_out = student(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True)
     with torch.no_grad():
-        t_out = teacher(input_ids=batch["teacher_input_ids"], attention_mask=batch["teacher_attention_mask"],
-                        output_hidden_states=True)
+        t_out = teacher(
+            input_ids=batch["teacher_input_ids"],
+            attention_mask=batch["teacher_attention_mask"],
+            output_hidden_states=True,
+        )
     s_lp = torch.log_softmax(s_out.logits, -1)
     t_lp = torch.log_softmax(t_out.logits, -1)
     total, tokens = 0.0, 0
@@ -165,15 +176,28 @@ def test_chunked_loss_equals_full_logit_reference(student_tokenizer, teacher_tok
     student = llama(len(student_tokenizer) + 4, seed=0)
     teacher = llama(len(teacher_tokenizer) + 8, seed=1)
     weights = dict(ce_weight=0.3, likelihood_weight=0.7, hidden_weight=0.5)
-    s_hidden = student(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                       output_hidden_states=True).hidden_states[-1]
+    s_hidden = student(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True
+    ).hidden_states[-1]
     with torch.no_grad():
-        t_hidden = teacher(input_ids=batch["teacher_input_ids"], attention_mask=batch["teacher_attention_mask"],
-                           output_hidden_states=True).hidden_states[-1]
+        t_hidden = teacher(
+            input_ids=batch["teacher_input_ids"],
+            attention_mask=batch["teacher_attention_mask"],
+            output_hidden_states=True,
+        ).hidden_states[-1]
     out = self_distillation_loss(
-        s_hidden, t_hidden, batch["input_ids"], batch["teacher_input_ids"], batch["student_chunks"],
-        batch["teacher_chunks"], student.lm_head, teacher.lm_head, labels=batch["labels"], likelihood_loss=kind,
-        chunk_size=chunk_size, **weights,
+        s_hidden,
+        t_hidden,
+        batch["input_ids"],
+        batch["teacher_input_ids"],
+        batch["student_chunks"],
+        batch["teacher_chunks"],
+        student.lm_head,
+        teacher.lm_head,
+        labels=batch["labels"],
+        likelihood_loss=kind,
+        chunk_size=chunk_size,
+        **weights,
     )
     reference = naive_loss(student, teacher, batch, 0.3, 0.7, 0.5, kind)
     assert torch.allclose(out.loss, reference, rtol=0, atol=1e-5)
@@ -188,12 +212,21 @@ def test_loss_is_zero_for_the_same_model_and_tokenizer(student_tokenizer):
     _, batch = _batch(student_tokenizer, student_tokenizer, TEXTS[:4])
     assert torch.equal(batch["input_ids"], batch["teacher_input_ids"])
     model = llama(len(student_tokenizer), seed=3)
-    hidden = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                   output_hidden_states=True).hidden_states[-1]
+    hidden = model(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True
+    ).hidden_states[-1]
     for kind in ("binary_kl", "abs"):
         out = self_distillation_loss(
-            hidden, hidden.detach(), batch["input_ids"], batch["teacher_input_ids"], batch["student_chunks"],
-            batch["teacher_chunks"], model.lm_head, model.lm_head, ce_weight=0.0, likelihood_loss=kind,
+            hidden,
+            hidden.detach(),
+            batch["input_ids"],
+            batch["teacher_input_ids"],
+            batch["student_chunks"],
+            batch["teacher_chunks"],
+            model.lm_head,
+            model.lm_head,
+            ce_weight=0.0,
+            likelihood_loss=kind,
         )
         assert out.num_chunks > 0 and abs(out.loss.item()) < 1e-6
         assert out.ce_sum.item() > 0  # the cross-entropy part alone is not zero
@@ -214,10 +247,21 @@ def test_config_validation(tmp_path):
 
 
 def _config(tmp_path, name, **overrides):
-    kwargs = dict(output_dir=str(tmp_path / name), max_steps=1, per_device_train_batch_size=4, max_length=24,
-                  learning_rate=1e-2, logging_steps=1, save_strategy="no", report_to="none",
-                  activation_checkpointing=False, chunk_size=7, lr_scheduler_type="constant", seed=0,
-                  dataloader_drop_last=True)
+    kwargs = dict(
+        output_dir=str(tmp_path / name),
+        max_steps=1,
+        per_device_train_batch_size=4,
+        max_length=24,
+        learning_rate=1e-2,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        activation_checkpointing=False,
+        chunk_size=7,
+        lr_scheduler_type="constant",
+        seed=0,
+        dataloader_drop_last=True,
+    )
     kwargs.update(overrides)
     return SelfDistillationConfig(**kwargs)
 
@@ -232,11 +276,22 @@ def test_gradient_accumulation_equals_one_large_batch(student_tokenizer, teacher
     results = []
     for name, batch, accumulation in (("big", 4, 1), ("accumulated", 1, 4)):
         model = copy.deepcopy(student)
-        config = _config(tmp_path, name, per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation,
-                         optim="sgd", max_grad_norm=1e9)
-        trainer = SelfDistillationTrainer(model=model, teacher_model=copy.deepcopy(teacher), args=config,
-                                          train_dataset=data, processing_class=copy.deepcopy(student_tokenizer),
-                                          teacher_tokenizer=teacher_tokenizer)
+        config = _config(
+            tmp_path,
+            name,
+            per_device_train_batch_size=batch,
+            gradient_accumulation_steps=accumulation,
+            optim="sgd",
+            max_grad_norm=1e9,
+        )
+        trainer = SelfDistillationTrainer(
+            model=model,
+            teacher_model=copy.deepcopy(teacher),
+            args=config,
+            train_dataset=data,
+            processing_class=copy.deepcopy(student_tokenizer),
+            teacher_tokenizer=teacher_tokenizer,
+        )
         trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(data)
         trainer.train()
         results.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
@@ -252,10 +307,14 @@ def test_trainer_trains_student_not_teacher_and_logs_parts(student_tokenizer, te
     before_teacher = copy.deepcopy(teacher.state_dict())
     before = student.model.embed_tokens.weight.detach().clone()
     config = _config(tmp_path, "run", max_steps=3)
-    trainer = SelfDistillationTrainer(model=student, teacher_model=teacher, args=config,
-                                      train_dataset=Dataset.from_dict({"text": TEXTS}),
-                                      processing_class=copy.deepcopy(student_tokenizer),
-                                      teacher_tokenizer=teacher_tokenizer)
+    trainer = SelfDistillationTrainer(
+        model=student,
+        teacher_model=teacher,
+        args=config,
+        train_dataset=Dataset.from_dict({"text": TEXTS}),
+        processing_class=copy.deepcopy(student_tokenizer),
+        teacher_tokenizer=teacher_tokenizer,
+    )
     trainer.train()
     logged = [e for e in trainer.state.log_history if "hidden_loss" in e]
     assert logged and all(math.isfinite(e["chunk_likelihood_loss"]) and e["ce_loss"] > 0 for e in logged)

@@ -103,21 +103,24 @@ def neox_to_qwen(neox_tokenizer, qwen_tokenizer):
 
 def tiny_model(family: str, vocab_size: int, seed: int = 0, **overrides):
     """A 2-layer model of `family` with hidden size 32, random weights."""
-    common = dict(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                  num_attention_heads=4)
+    common = dict(
+        vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4
+    )
     if family == "gpt_neox":  # untied
         config = transformers.GPTNeoXConfig(**common, bos_token_id=0, eos_token_id=0, tie_word_embeddings=False)
         cls = transformers.GPTNeoXForCausalLM
     elif family == "llama":  # tied
-        config = transformers.LlamaConfig(**common, num_key_value_heads=2, tie_word_embeddings=True,
-                                          bos_token_id=1, eos_token_id=2, pad_token_id=0)
+        config = transformers.LlamaConfig(
+            **common, num_key_value_heads=2, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=0
+        )
         cls = transformers.LlamaForCausalLM
     elif family == "qwen2":  # untied
         config = transformers.Qwen2Config(**common, num_key_value_heads=2, tie_word_embeddings=False)
         cls = transformers.Qwen2ForCausalLM
     elif family == "gemma3":  # tied, scaled embeddings, logit soft-capping
-        config = transformers.Gemma3TextConfig(**common, num_key_value_heads=2, head_dim=8,
-                                               final_logit_softcapping=30.0)
+        config = transformers.Gemma3TextConfig(
+            **common, num_key_value_heads=2, head_dim=8, final_logit_softcapping=30.0
+        )
         cls = transformers.Gemma3ForCausalLM
     elif family == "phi":  # lm_head with a bias
         config = transformers.PhiConfig(**common, bos_token_id=0, eos_token_id=0)
@@ -152,7 +155,9 @@ def test_swap_to_same_tokenizer_keeps_logits(family, neox_tokenizer):
         before = [model(x).logits[..., :n].clone() for x in _batch(neox_tokenizer)]
     old_head = model.get_output_embeddings().weight.detach().clone()
 
-    returned = swap_vocabulary(model, identity_alignment(neox_tokenizer), neox_tokenizer, source_tokenizer=neox_tokenizer)
+    returned = swap_vocabulary(
+        model, identity_alignment(neox_tokenizer), neox_tokenizer, source_tokenizer=neox_tokenizer
+    )
 
     assert returned is model
     assert model.config.vocab_size == 50304 == model.get_input_embeddings().weight.shape[0]
@@ -226,7 +231,10 @@ def test_tokalign_fallback_rows_are_mean_of_pieces(swapped, neox_to_qwen):
         pieces = torch.from_numpy(neox_to_qwen.fallback_sources(int(target_id)))
         if len(pieces) == 0:
             continue
-        for new, old in ((model.get_input_embeddings().weight, old_in), (model.get_output_embeddings().weight, old_out)):
+        for new, old in (
+            (model.get_input_embeddings().weight, old_in),
+            (model.get_output_embeddings().weight, old_out),
+        ):
             torch.testing.assert_close(new[int(target_id)], old[pieces].mean(0), rtol=1e-5, atol=1e-6)
         checked += 1
     assert checked > 20
@@ -249,7 +257,9 @@ def test_lm_head_bias_is_rewritten(swapped, neox_to_qwen):
     bias = model.get_output_embeddings().bias
     assert bias.shape == (151680,)
     identical = np.flatnonzero(neox_to_qwen.row_sources == RowSource.IDENTICAL)
-    assert torch.equal(bias[torch.from_numpy(identical)], old_bias[torch.from_numpy(neox_to_qwen.target_to_source[identical])])
+    assert torch.equal(
+        bias[torch.from_numpy(identical)], old_bias[torch.from_numpy(neox_to_qwen.target_to_source[identical])]
+    )
 
 
 def test_config_generation_config_and_dtype_follow_target(neox_to_qwen, neox_tokenizer, qwen_tokenizer):
@@ -297,8 +307,14 @@ def test_generation_stops_at_new_eos(swapped, qwen_tokenizer):
 
 # --------------------------------------------------------------------------- errors
 def test_error_model_without_output_embeddings(neox_tokenizer):
-    config = transformers.LlamaConfig(vocab_size=50304, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                      num_attention_heads=4, num_key_value_heads=2)
+    config = transformers.LlamaConfig(
+        vocab_size=50304,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
     base = transformers.LlamaModel(config)  # no language-model head
     with pytest.raises(SurgeryError, match="no output embeddings"):
         swap_vocabulary(base, identity_alignment(neox_tokenizer), neox_tokenizer)
@@ -320,7 +336,9 @@ def test_error_alignment_for_another_pair(neox_to_qwen, neox_tokenizer):
     with pytest.raises(AlignmentError, match="target tokenizer"):
         swap_vocabulary(model, neox_to_qwen, neox_tokenizer, source_tokenizer=neox_tokenizer)
     with pytest.raises(AlignmentError, match="source tokenizer"):
-        swap_vocabulary(model, identity_alignment(neox_tokenizer), neox_tokenizer, source_tokenizer=_tokenizer("qwen2.5"))
+        swap_vocabulary(
+            model, identity_alignment(neox_tokenizer), neox_tokenizer, source_tokenizer=_tokenizer("qwen2.5")
+        )
 
 
 def test_error_unknown_init_method(neox_tokenizer):
@@ -363,7 +381,11 @@ def test_fvt_recovers_single_piece_tokens(neox_tokenizer):
     out = get_init_method("fvt").initialize(
         weight, alignment, source_tokenizer=neox_tokenizer, target_tokenizer=neox_tokenizer
     )
-    single = [i for i in new if neox_tokenizer(neox_tokenizer.decode([int(i)]), add_special_tokens=False)["input_ids"] == [int(i)]]
+    single = [
+        i
+        for i in new
+        if neox_tokenizer(neox_tokenizer.decode([int(i)]), add_special_tokens=False)["input_ids"] == [int(i)]
+    ]
     assert len(single) > 0.9 * len(new)
     torch.testing.assert_close(out[single], weight[single])
     shared = np.setdiff1d(np.arange(len(neox_tokenizer)), new)
@@ -398,11 +420,14 @@ def test_baselines_statistics():
     sampled = get_init_method("multivariate").initialize(source, alignment, generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(sampled[100:].mean(0), source.mean(0), atol=0.15, rtol=0)
     torch.testing.assert_close(sampled[100:].std(0), source.std(0), atol=0, rtol=0.1)
-    permuted = get_init_method("random_permutation").initialize(source, alignment, generator=torch.Generator().manual_seed(1))
+    permuted = get_init_method("random_permutation").initialize(
+        source, alignment, generator=torch.Generator().manual_seed(1)
+    )
     is_source_row = (permuted[100:300, None, :] == source[None]).all(-1).any(-1)
     assert bool(is_source_row.all())  # every new row is a copy of some source row
-    random_rows = get_init_method("random").initialize(source, alignment, generator=torch.Generator().manual_seed(1),
-                                                      initializer_range=0.02)
+    random_rows = get_init_method("random").initialize(
+        source, alignment, generator=torch.Generator().manual_seed(1), initializer_range=0.02
+    )
     assert abs(float(random_rows[100:].std()) - 0.02) < 0.002
     for out in (mean, sampled, permuted, random_rows):
         assert torch.equal(out[:100], source[:100])

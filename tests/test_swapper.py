@@ -43,9 +43,14 @@ def _alignment(source_tokenizer, target_tokenizer) -> TokenAlignment:
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=indptr[1:])
     return TokenAlignment(
-        target_to_source=target_to_source, row_sources=codes, fallback_indptr=indptr, fallback_indices=pieces,
-        config={"source_tokenizer": tokenizer_fingerprint(source_tokenizer),
-                "target_tokenizer": tokenizer_fingerprint(target_tokenizer)},
+        target_to_source=target_to_source,
+        row_sources=codes,
+        fallback_indptr=indptr,
+        fallback_indices=pieces,
+        config={
+            "source_tokenizer": tokenizer_fingerprint(source_tokenizer),
+            "target_tokenizer": tokenizer_fingerprint(target_tokenizer),
+        },
     )
 
 
@@ -54,8 +59,14 @@ def source_dir(tmp_path_factory):
     """A tiny untied Llama saved with the GPT-NeoX tokenizer: a local 'source model' folder."""
     tokenizer = _tokenizer("gpt-neox")
     config = transformers.LlamaConfig(
-        vocab_size=50304, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, tie_word_embeddings=False, bos_token_id=tokenizer.bos_token_id,
+        vocab_size=50304,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
     )
     torch.manual_seed(0)
@@ -76,7 +87,9 @@ def target_dir():
 @pytest.fixture(scope="module")
 def alignment_dir(source_dir, target_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("alignment") / "neox-qwen"
-    _alignment(AutoTokenizer.from_pretrained(source_dir), AutoTokenizer.from_pretrained(target_dir)).save_pretrained(folder)
+    _alignment(AutoTokenizer.from_pretrained(source_dir), AutoTokenizer.from_pretrained(target_dir)).save_pretrained(
+        folder
+    )
     return folder
 
 
@@ -170,16 +183,18 @@ def test_alignment_resolution_order(source_dir, target_dir, alignment_dir, monke
 
     monkeypatch.setattr(tokswap.hub, "find_prebuilt_alignment", lambda source, target: None)
     monkeypatch.setitem(sys.modules, "tokswap.aligner", types.SimpleNamespace(align_tokenizers=fake_align))
-    swapped = TokenizerSwapper.from_pretrained(str(source_dir), str(target_dir), corpus=["some text"],
-                                               alignment_config={"dim": 8})
+    swapped = TokenizerSwapper.from_pretrained(
+        str(source_dir), str(target_dir), corpus=["some text"], alignment_config={"dim": 8}
+    )
     assert swapped.swap_record["alignment"]["origin"] == "computed"
     assert calls["args"] == (["some text"], {"dim": 8})
 
 
 def test_errors(source_dir, target_dir, alignment_dir):
     with pytest.raises(UnknownInitMethodError, match="Known init methods"):
-        TokenizerSwapper.from_pretrained(str(source_dir), str(target_dir), alignment=str(alignment_dir),
-                                         init_method="nope")
+        TokenizerSwapper.from_pretrained(
+            str(source_dir), str(target_dir), alignment=str(alignment_dir), init_method="nope"
+        )
     with pytest.raises(SwapperError, match="No target tokenizer"):
         TokenizerSwapper.from_pretrained(str(source_dir))
     with pytest.raises(AlignmentError, match="target tokenizer"):  # alignment of another pair
@@ -216,15 +231,43 @@ def test_cli_swap(source_dir, target_dir, alignment_dir, tmp_path, capsys):
     from tokswap.cli import main
 
     out = tmp_path / "cli-out"
-    code = main(["swap", str(source_dir), str(target_dir), "--output", str(out), "--alignment", str(alignment_dir),
-                 "--init-method", "random_permutation", "--pad-to-multiple-of", "128"])
+    code = main(
+        [
+            "swap",
+            str(source_dir),
+            str(target_dir),
+            "--output",
+            str(out),
+            "--alignment",
+            str(alignment_dir),
+            "--init-method",
+            "random_permutation",
+            "--pad-to-multiple-of",
+            "128",
+        ]
+    )
     assert code == 0
     assert "Saved LlamaForCausalLM" in capsys.readouterr().out
     model = AutoModelForCausalLM.from_pretrained(out)
-    assert model.config.vocab_size == 151680 and json.loads((out / "tokswap_config.json").read_text())["init_method"] == "random_permutation"
+    assert (
+        model.config.vocab_size == 151680
+        and json.loads((out / "tokswap_config.json").read_text())["init_method"] == "random_permutation"
+    )
     # A user error (alignment of another pair) is exit code 2 with a message, not a traceback.
-    assert main(["swap", str(source_dir), str(source_dir), "--output", str(tmp_path / "x"),
-                 "--alignment", str(alignment_dir)]) == 2
+    assert (
+        main(
+            [
+                "swap",
+                str(source_dir),
+                str(source_dir),
+                "--output",
+                str(tmp_path / "x"),
+                "--alignment",
+                str(alignment_dir),
+            ]
+        )
+        == 2
+    )
     assert "error" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["swap", str(source_dir), str(target_dir), "--output", str(tmp_path / "y"), "--init-method", "nope"])
@@ -239,9 +282,14 @@ def _shared_rows_alignment(source_tokenizer, target_tokenizer) -> TokenAlignment
     for token, target_id in target_tokenizer.get_vocab().items():
         if token in source_vocab and target_id < n:
             target_to_source[target_id], codes[target_id] = source_vocab[token], RowSource.IDENTICAL
-    return TokenAlignment(target_to_source=target_to_source, row_sources=codes, config={
-        "source_tokenizer": tokenizer_fingerprint(source_tokenizer),
-        "target_tokenizer": tokenizer_fingerprint(target_tokenizer)})
+    return TokenAlignment(
+        target_to_source=target_to_source,
+        row_sources=codes,
+        config={
+            "source_tokenizer": tokenizer_fingerprint(source_tokenizer),
+            "target_tokenizer": tokenizer_fingerprint(target_tokenizer),
+        },
+    )
 
 
 @pytest.mark.slow
@@ -250,8 +298,9 @@ def test_real_model_from_hub_ids(hub_asset, tmp_path):
     model_id, target_id = hub_asset("smollm2-135m"), hub_asset("qwen2.5")
     target_tokenizer = AutoTokenizer.from_pretrained(target_id)
     alignment = _shared_rows_alignment(AutoTokenizer.from_pretrained(model_id), target_tokenizer)
-    swapper = TokenizerSwapper.from_pretrained(model_id, target_id, alignment=alignment, init_method="mean",
-                                               dtype=torch.float32)
+    swapper = TokenizerSwapper.from_pretrained(
+        model_id, target_id, alignment=alignment, init_method="mean", dtype=torch.float32
+    )
     assert swapper.source_model_id == model_id and swapper.model.config.vocab_size == 151680
     model, tokenizer = swapper.model, swapper.tokenizer
     assert model.get_input_embeddings().weight is model.get_output_embeddings().weight  # SmolLM2 is tied
@@ -274,11 +323,18 @@ def tiny_swapper():
     from tokswap.swapper import identity_alignment
 
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator([TEXT] * 4, vocab_size=280, min_frequency=1, special_tokens=["<s>", "</s>"],
-                            show_progress=False)
+    bpe.train_from_iterator(
+        [TEXT] * 4, vocab_size=280, min_frequency=1, special_tokens=["<s>", "</s>"], show_progress=False
+    )
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>")
-    config = transformers.LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
-                                      num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config)
     return TokenizerSwapper(model, tokenizer, identity_alignment(tokenizer), swap_record={"tiny": True})
@@ -323,8 +379,9 @@ def test_alignment_save_pretrained_refuses_foreign_folders(tmp_path):
     from tokswap.utils import OutputExistsError
 
     fingerprint = {"name_or_path": "five", "vocab_size": 5, "vocab_hash": "f" * 64}
-    alignment = TokenAlignment(target_to_source=np.arange(5),
-                               config={"source_tokenizer": fingerprint, "target_tokenizer": fingerprint})
+    alignment = TokenAlignment(
+        target_to_source=np.arange(5), config={"source_tokenizer": fingerprint, "target_tokenizer": fingerprint}
+    )
     out = tmp_path / "al"
     alignment.save_pretrained(out)
     with pytest.raises(OutputExistsError, match="--overwrite"):

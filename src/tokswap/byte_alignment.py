@@ -143,12 +143,14 @@ def aligned_windows(
         stop = start + int(fits[-1])  # the last boundary that fits (counts are non-decreasing)
         s1, t1 = int(student_count[stop]), int(teacher_count[stop])
         local = boundaries[start : stop + 1]
-        windows.append(AlignedWindow(
-            student_ids=[int(i) for i in student_ids[s0:s1]],
-            teacher_ids=[int(i) for i in teacher_ids[t0:t1]],
-            student_chunks=chunk_ids(student_ends[s0:s1], local).tolist(),
-            teacher_chunks=chunk_ids(teacher_ends[t0:t1], local).tolist(),
-            num_chunks=len(local),
-        ))
+        windows.append(
+            AlignedWindow(
+                student_ids=[int(i) for i in student_ids[s0:s1]],
+                teacher_ids=[int(i) for i in teacher_ids[t0:t1]],
+                student_chunks=chunk_ids(student_ends[s0:s1], local).tolist(),
+                teacher_chunks=chunk_ids(teacher_ends[t0:t1], local).tolist(),
+                num_chunks=len(local),
+            )
+        )
         s0, t0, start = s1, t1, stop + 1
     return windows

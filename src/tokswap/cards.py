@@ -46,7 +46,15 @@ _METRIC_LABELS = {
 }
 # The alignment settings a card lists (all of them stay in alignment_config.json).
 _HYPERPARAMETER_KEYS = (
-    "dim", "window", "min_count", "iterations", "x_max", "alpha", "method", "num_anchors", "hubness_correction",
+    "dim",
+    "window",
+    "min_count",
+    "iterations",
+    "x_max",
+    "alpha",
+    "method",
+    "num_anchors",
+    "hubness_correction",
     "corpus_bytes",
 )
 _INIT_METHOD_HELP = {
@@ -186,7 +194,8 @@ def render_alignment_card(alignment, repo_id: Optional[str] = None, alignment_sh
         source_vocab_hash=source.get("vocab_hash", "?"),
         target_vocab_hash=target.get("vocab_hash", "?"),
         num_target_rows=_fmt(alignment.num_target_rows),
-        row_source_counts=_row_source_rows(config) or [(k, _fmt(v)) for k, v in alignment.counts_by_row_source().items() if v],
+        row_source_counts=_row_source_rows(config)
+        or [(k, _fmt(v)) for k, v in alignment.counts_by_row_source().items() if v],
         metrics=_metric_rows(config.get("metrics") or {}),
         corpus=_fmt(corpus) if corpus else None,
         hyperparameters=[(k, _fmt(v)) for k, v in hyperparameters.items()],
@@ -214,10 +223,27 @@ def _first(mapping: dict, *keys, default=None):
 
 # Recipe fields worth a reader's attention, in the order they are shown.
 _RECIPE_KEYS = (
-    "stage1_max_steps", "stage1_tokens", "stage1_learning_rate", "stage2", "stage2_max_steps", "stage2_tokens",
-    "stage2_learning_rate", "lora_r", "max_steps", "num_train_epochs", "learning_rate", "max_length",
-    "per_device_train_batch_size", "gradient_accumulation_steps", "packing", "alpha", "kl_weight", "ce_weight",
-    "temperature", "tokens", "train_tokens",
+    "stage1_max_steps",
+    "stage1_tokens",
+    "stage1_learning_rate",
+    "stage2",
+    "stage2_max_steps",
+    "stage2_tokens",
+    "stage2_learning_rate",
+    "lora_r",
+    "max_steps",
+    "num_train_epochs",
+    "learning_rate",
+    "max_length",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "packing",
+    "alpha",
+    "kl_weight",
+    "ce_weight",
+    "temperature",
+    "tokens",
+    "train_tokens",
 )
 
 
@@ -226,7 +252,9 @@ def _describe_run(run: Any, label: str) -> str:
     if not isinstance(run, dict):
         return f"{label}: {run}"
     kind = str(run.get("kind") or label)
-    kind = {"adapt_vocabulary": "two-stage vocabulary adaptation", "distill": "token-level distillation"}.get(kind, kind)
+    kind = {"adapt_vocabulary": "two-stage vocabulary adaptation", "distill": "token-level distillation"}.get(
+        kind, kind
+    )
     config = run.get("config") if isinstance(run.get("config"), dict) else {}
     settings = {key: config[key] for key in _RECIPE_KEYS if config.get(key) not in (None, "", [])}
     if config.get("stage2") != "lora":
@@ -303,9 +331,15 @@ def _draft_rows(speculative: dict) -> list[tuple]:
         if not isinstance(result, dict) or "acceptance_rate" not in result:
             continue
         speedup = result.get("speedup")
-        rows.append((kind, _fmt(result.get("num_assistant_tokens", "auto")), f"{100 * result['acceptance_rate']:.1f}%",
-                     f"{result.get('tokens_per_forward', float('nan')):.2f}",
-                     f"{speedup:.2f}x" if isinstance(speedup, (int, float)) else "–"))
+        rows.append(
+            (
+                kind,
+                _fmt(result.get("num_assistant_tokens", "auto")),
+                f"{100 * result['acceptance_rate']:.1f}%",
+                f"{result.get('tokens_per_forward', float('nan')):.2f}",
+                f"{speedup:.2f}x" if isinstance(speedup, (int, float)) else "–",
+            )
+        )
     return rows
 
 
@@ -365,7 +399,9 @@ def render_model_card(
     alignment_metrics = alignment_config.get("metrics") or alignment_record.get("metrics") or {}
 
     datasets = _as_list(_first(record, "datasets", "dataset", default=None)) or _as_list(source_card.get("datasets"))
-    datasets = [d for d in (datasets or []) if _is_hub_id(d) or (isinstance(d, str) and "/" not in d and not os.path.exists(d))]
+    datasets = [
+        d for d in (datasets or []) if _is_hub_id(d) or (isinstance(d, str) and "/" not in d and not os.path.exists(d))
+    ]
     card_data = ModelCardData(
         base_model=base_model if _is_hub_id(base_model) else None,
         library_name="transformers",

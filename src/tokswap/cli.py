@@ -52,8 +52,11 @@ def build_parser(command=None) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"tokswap {__version__}")
-    parser.add_argument("--debug", action="store_true",
-                        help="show the traceback of a user error instead of one line (or set TOKSWAP_DEBUG=1)")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the traceback of a user error instead of one line (or set TOKSWAP_DEBUG=1)",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in _COMMANDS.items():
         if name == command:

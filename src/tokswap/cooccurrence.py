@@ -456,6 +456,10 @@ def count_cooccurrences(
     cooc = counter.finalize(min_count=min_count)
     logger.info(
         "Counted %d tokens: %d non-zero pairs, %d of %d tokens kept (min count %d).",
-        cooc.num_tokens, cooc.nnz, int(cooc.kept_tokens.sum()), vocab_size, min_count,
+        cooc.num_tokens,
+        cooc.nnz,
+        int(cooc.kept_tokens.sum()),
+        vocab_size,
+        min_count,
     )
     return cooc

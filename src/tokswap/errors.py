@@ -35,6 +35,10 @@ def check_fraction(error, name: str, value, flag=None, optional: bool = False, c
     """Raise `error` unless `value` is in [0, 1) ([0, 1] when `closed`), or None if `optional`."""
     if optional and value is None:
         return
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and (0 <= value <= 1 if closed else 0 <= value < 1)
+    ok = (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and (0 <= value <= 1 if closed else 0 <= value < 1)
+    )
     if not ok:
         raise error(f"{_label(name, flag)} must be in [0, 1{']' if closed else ')'}, got {value!r}.")

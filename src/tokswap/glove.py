@@ -80,7 +80,9 @@ class GloveConfig:
     learning_rate: float = field(default=0.05, metadata={"help": "Initial AdaGrad learning rate (the C tool's -eta)."})
     grad_clip: float = field(
         default=100.0,
-        metadata={"help": "Gradient components are clipped to [-grad_clip, grad_clip] before the update (as the C tool)."},
+        metadata={
+            "help": "Gradient components are clipped to [-grad_clip, grad_clip] before the update (as the C tool)."
+        },
     )
     seed: int = field(default=0, metadata={"help": "Seed of the initialization and of the pair shuffling."})
     batch_size: int = field(
@@ -266,8 +268,10 @@ class _AdaGradRows:
         if self._gathered.shape[0] < rows.numel():
             # With headroom, so that the buffer rarely has to grow again.
             self._gathered = torch.empty(
-                min(self.weight.shape[0], int(rows.numel() * 1.125) + 64), self.weight.shape[1],
-                dtype=self.weight.dtype, device=self.weight.device,
+                min(self.weight.shape[0], int(rows.numel() * 1.125) + 64),
+                self.weight.shape[1],
+                dtype=self.weight.dtype,
+                device=self.weight.device,
             )
         return torch.index_select(self.weight, 0, rows, out=self._gathered[: rows.numel()])
 
@@ -376,14 +380,28 @@ def _train_batch(words, contexts, batch: _Batch, config, pool=None) -> torch.Ten
     # once on two CPU threads without changing the result.
     def word_side():
         _update_side(
-            words, batch.word_ids, word_rows, batch.crow, batch.word_index, batch.context_index, weighted_diff,
-            context_rows, config,
+            words,
+            batch.word_ids,
+            word_rows,
+            batch.crow,
+            batch.word_index,
+            batch.context_index,
+            weighted_diff,
+            context_rows,
+            config,
         )
 
     def context_side():
         _update_side(
-            contexts, batch.context_ids, context_rows, batch.context_crow, batch.context_index_by_context,
-            batch.word_index_by_context, weighted_diff[batch.by_context], word_rows, config,
+            contexts,
+            batch.context_ids,
+            context_rows,
+            batch.context_crow,
+            batch.context_index_by_context,
+            batch.word_index_by_context,
+            weighted_diff[batch.by_context],
+            word_rows,
+            config,
         )
 
     if pool is None:
@@ -414,10 +432,15 @@ def _update_side(params, ids, current, crow, row_index, other_index, weighted_di
     for start in range(0, num_rows, _UPDATE_CHUNK_ROWS):
         stop = min(start + _UPDATE_CHUNK_ROWS, num_rows)
         first, last = (bounds[start], bounds[stop]) if bounds is not None else (int(crow[start]), int(crow[stop]))
-        block = _csr(crow[start : stop + 1] - first, other_index[first:last], weighted_diff[first:last],
-                     (stop - start, other_rows.shape[0]))
-        params.update_rows(ids[start:stop], current[start:stop], block @ other_rows, config.learning_rate,
-                           config.grad_clip)
+        block = _csr(
+            crow[start : stop + 1] - first,
+            other_index[first:last],
+            weighted_diff[first:last],
+            (stop - start, other_rows.shape[0]),
+        )
+        params.update_rows(
+            ids[start:stop], current[start:stop], block @ other_rows, config.learning_rate, config.grad_clip
+        )
 
 
 def _sort(values: torch.Tensor) -> torch.Tensor:
@@ -573,9 +596,7 @@ def train_glove(
     # torch's OpenMP barriers between small kernels stall.
     split = device.type == "cpu" and threads >= 2
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="glove") if split else None
-    prefetch = (
-        concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="glove-prefetch") if split else None
-    )
+    prefetch = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="glove-prefetch") if split else None
     with _torch_threads(max(1, threads // 2) if split else config.num_threads), _shutdown(pool), _shutdown(prefetch):
         # The pairs are read straight from the CSR in a new pseudo-random order every iteration (the C
         # tool writes a shuffled copy to disk instead): no per-pair array beyond the caller's counts.
@@ -617,7 +638,9 @@ def train_glove(
                     )
                 costs.append(cost)
                 bar.set_postfix(iteration=iteration + 1, cost=f"{cost:.4f}")
-                logger.debug("GloVe iteration %d: cost %.6f (%.1f s)", iteration + 1, cost, time.perf_counter() - started)
+                logger.debug(
+                    "GloVe iteration %d: cost %.6f (%.1f s)", iteration + 1, cost, time.perf_counter() - started
+                )
         bar.close()
         del source
         # Word + context vectors, summed in place; the AdaGrad state goes first, so the output never

@@ -198,13 +198,22 @@ def _card_metadata(folder: Path) -> dict:
 
         return ModelCard.load(card).data.to_dict()
     except Exception as err:  # the checksums in alignment_config.json are still checked on load
-        logger.warning("Could not read the card of %s (%s); the checksums in %s are checked instead.",
-                       folder, err, ALIGNMENT_CONFIG_NAME)
+        logger.warning(
+            "Could not read the card of %s (%s); the checksums in %s are checked instead.",
+            folder,
+            err,
+            ALIGNMENT_CONFIG_NAME,
+        )
         return {}
 
 
-def _check_checksum(folder: Path, expected_sha256: Optional[str], where: str, name: str = ALIGNMENT_WEIGHTS_NAME,
-                    trust_unverified: bool = False) -> None:
+def _check_checksum(
+    folder: Path,
+    expected_sha256: Optional[str],
+    where: str,
+    name: str = ALIGNMENT_WEIGHTS_NAME,
+    trust_unverified: bool = False,
+) -> None:
     if not expected_sha256:
         return
     actual = sha256_file(folder / name)
@@ -442,14 +451,23 @@ def find_prebuilt_alignment(
     where = f"{repo_id}@{use_revision or 'main'}"
     try:
         folder = download_alignment(
-            repo_id, revision=use_revision, token=token, cache_dir=cache_dir, expected_sha256=expected,
-            local_files_only=local_only, expected_config_sha256=expected_config,
+            repo_id,
+            revision=use_revision,
+            token=token,
+            cache_dir=cache_dir,
+            expected_sha256=expected,
+            local_files_only=local_only,
+            expected_config_sha256=expected_config,
         )
         alignment = TokenAlignment.from_pretrained(folder)
         _verify_fingerprints(alignment, source_fp, target_fp, source_tokenizer, target_tokenizer)
     except (RepositoryNotFoundError, RevisionNotFoundError):
-        logger.info("No prebuilt alignment for %s -> %s on the Hub (%s); computing it.",
-                    source_fp["name_or_path"], target_fp["name_or_path"], where)
+        logger.info(
+            "No prebuilt alignment for %s -> %s on the Hub (%s); computing it.",
+            source_fp["name_or_path"],
+            target_fp["name_or_path"],
+            where,
+        )
         return None
     except unreachable as err:
         logger.info("No Hub reachable for prebuilt alignments (%s); computing the alignment.", type(err).__name__)
@@ -547,7 +565,12 @@ def _redact_local_paths(value):
         return {key: _redact_local_paths(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_redact_local_paths(item) for item in value]
-    if isinstance(value, str) and len(value) > 1 and "\n" not in value and (os.path.isabs(value) or value.startswith("~")):
+    if (
+        isinstance(value, str)
+        and len(value) > 1
+        and "\n" not in value
+        and (os.path.isabs(value) or value.startswith("~"))
+    ):
         return Path(value.rstrip("/\\")).name or value
     return value
 
@@ -612,8 +635,11 @@ def push_alignment(
     repo_id = _qualify(repo_id, namespace) if repo_id else alignment_repo_id(source_fp, target_fp, namespace)
     api = _hf_api(token=_push_token(token), endpoint=alignment_endpoint())
     public = TokenAlignment(
-        target_to_source=alignment.target_to_source, scores=alignment.scores, row_sources=alignment.row_sources,
-        fallback_indptr=alignment.fallback_indptr, fallback_indices=alignment.fallback_indices,
+        target_to_source=alignment.target_to_source,
+        scores=alignment.scores,
+        row_sources=alignment.row_sources,
+        fallback_indptr=alignment.fallback_indptr,
+        fallback_indices=alignment.fallback_indices,
         config=_redact_local_paths({k: v for k, v in alignment.config.items() if k not in ("hub", INTEGRITY_KEY)}),
     )
     with tempfile.TemporaryDirectory(prefix="tokswap-push-alignment-") as tmp:
@@ -650,7 +676,10 @@ def push_alignment(
         except Exception as err:  # the alignment is on the Hub; only discovery by pair is missing
             logger.warning(
                 "The alignment was pushed, but %s could not be updated (%s: %s); lookups by pair will fall "
-                "back to the repo name.", alignment_index_repo_id(namespace), type(err).__name__, err,
+                "back to the repo name.",
+                alignment_index_repo_id(namespace),
+                type(err).__name__,
+                err,
             )
     return info
 
@@ -793,8 +822,14 @@ def push_swapped_model(
         if alignment is not None and alignment.config.get("hub"):
             extra["alignment_hub"] = alignment.config["hub"]
         return push_model_folder(
-            folder, repo_id, private=private, token=token, revision=revision,
-            commit_message=commit_message, create_pr=create_pr, card_kwargs=extra,
+            folder,
+            repo_id,
+            private=private,
+            token=token,
+            revision=revision,
+            commit_message=commit_message,
+            create_pr=create_pr,
+            card_kwargs=extra,
         )
 
 
@@ -835,7 +870,9 @@ def register_cli(subparsers) -> None:
     )
     parser.add_argument("folder", help="a saved swapped model, or an alignment folder with --alignment-only")
     parser.add_argument(
-        "repo_id", nargs="?", default=None,
+        "repo_id",
+        nargs="?",
+        default=None,
         help="target repo (required for models; for alignments defaults to <namespace>/<src>_to_<tgt>)",
     )
     parser.add_argument("--private", action="store_true", help="create the repo private")
@@ -843,12 +880,23 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--commit-message", default=None)
     parser.add_argument("--create-pr", action="store_true", help="open a pull request instead of committing")
     parser.add_argument("--token", default=None, help="Hub token (default: the one huggingface_hub finds)")
-    parser.add_argument("--alignment-only", action="store_true", help="push only the alignment (FOLDER/alignment or FOLDER)")
-    parser.add_argument("--no-index", action="store_true", help="with --alignment-only: do not add the pair to the index repo")
-    parser.add_argument("--namespace", default=None, help=f"alignment namespace (default ${ALIGNMENT_NAMESPACE_ENV} or {DEFAULT_ALIGNMENT_NAMESPACE})")
-    parser.add_argument("--trust-unverified", action="store_true",
-                        help="with --alignment-only: push an alignment whose checksums are missing or do not match "
-                        "(it is re-saved with fresh ones)")
+    parser.add_argument(
+        "--alignment-only", action="store_true", help="push only the alignment (FOLDER/alignment or FOLDER)"
+    )
+    parser.add_argument(
+        "--no-index", action="store_true", help="with --alignment-only: do not add the pair to the index repo"
+    )
+    parser.add_argument(
+        "--namespace",
+        default=None,
+        help=f"alignment namespace (default ${ALIGNMENT_NAMESPACE_ENV} or {DEFAULT_ALIGNMENT_NAMESPACE})",
+    )
+    parser.add_argument(
+        "--trust-unverified",
+        action="store_true",
+        help="with --alignment-only: push an alignment whose checksums are missing or do not match "
+        "(it is re-saved with fresh ones)",
+    )
     parser.set_defaults(func=_cli_push)
 
 
@@ -860,16 +908,26 @@ def _cli_push(args) -> int:
         alignment_folder = folder / ALIGNMENT_SUBFOLDER if (folder / ALIGNMENT_SUBFOLDER).is_dir() else folder
         alignment = TokenAlignment.from_pretrained(alignment_folder, trust_unverified=args.trust_unverified)
         info = push_alignment(
-            alignment, repo_id=args.repo_id, private=args.private or None, token=args.token,
-            revision=args.revision, commit_message=args.commit_message, update_index=not args.no_index,
+            alignment,
+            repo_id=args.repo_id,
+            private=args.private or None,
+            token=args.token,
+            revision=args.revision,
+            commit_message=args.commit_message,
+            update_index=not args.no_index,
             namespace=args.namespace,
         )
     else:
         if not args.repo_id:
             raise HubPushError("Pushing a model needs a REPO_ID (e.g. `tokswap push FOLDER me/my-model`).")
         info = push_model_folder(
-            folder, args.repo_id, private=args.private or None, token=args.token, revision=args.revision,
-            commit_message=args.commit_message, create_pr=args.create_pr,
+            folder,
+            args.repo_id,
+            private=args.private or None,
+            token=args.token,
+            revision=args.revision,
+            commit_message=args.commit_message,
+            create_pr=args.create_pr,
         )
     print(getattr(info, "commit_url", None) or info)
     return 0

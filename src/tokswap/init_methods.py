@@ -58,7 +58,12 @@ def shared_row_mask(alignment: TokenAlignment, source_tokenizer=None, target_tok
     """
     codes = alignment.row_sources
     mask = (codes == RowSource.IDENTICAL) | (codes == RowSource.SPECIAL)
-    if not mask.any() and (codes == RowSource.IMPORTED).any() and source_tokenizer is not None and target_tokenizer is not None:
+    if (
+        not mask.any()
+        and (codes == RowSource.IMPORTED).any()
+        and source_tokenizer is not None
+        and target_tokenizer is not None
+    ):
         source_vocab = source_tokenizer.get_vocab()
         imported = codes == RowSource.IMPORTED
         for token, target_id in target_tokenizer.get_vocab().items():
@@ -254,7 +259,16 @@ class TokAlignInit(InitMethod):
     uses_seed = True
     paper = "Li, Zhang & Zong (2025). TokAlign: Efficient Vocabulary Adaptation via Token Alignment. ACL."
 
-    def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
+    def initialize(
+        self,
+        source_weight,
+        alignment,
+        *,
+        source_tokenizer=None,
+        target_tokenizer=None,
+        generator=None,
+        initializer_range=0.02,
+    ):
         device = source_weight.device
         fallback = np.flatnonzero(alignment.row_sources == RowSource.FALLBACK)
         if len(fallback) < alignment.num_target_rows // 4:
@@ -264,13 +278,17 @@ class TokAlignInit(InitMethod):
             out = source_weight.new_empty(alignment.num_target_rows, source_weight.shape[1])
             direct = np.flatnonzero(alignment.row_sources != RowSource.FALLBACK)
             out.index_copy_(
-                0, _as_index(direct, device),
+                0,
+                _as_index(direct, device),
                 source_weight.index_select(0, _as_index(alignment.target_to_source[direct], device)),
             )
             empty = fallback[np.diff(alignment.fallback_indptr)[fallback] == 0]
             if len(empty):  # no pieces: keep their target_to_source row
-                out.index_copy_(0, _as_index(empty, device),
-                                source_weight.index_select(0, _as_index(alignment.target_to_source[empty], device)))
+                out.index_copy_(
+                    0,
+                    _as_index(empty, device),
+                    source_weight.index_select(0, _as_index(alignment.target_to_source[empty], device)),
+                )
         if len(fallback):
             all_lengths = np.diff(alignment.fallback_indptr)
             lengths = all_lengths[fallback]
@@ -295,7 +313,16 @@ class RandomInit(InitMethod):
     uses_seed = True
     paper = "Baseline 'Random Initialization' in Li, Zhang & Zong (2025), TokAlign, ACL."
 
-    def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
+    def initialize(
+        self,
+        source_weight,
+        alignment,
+        *,
+        source_tokenizer=None,
+        target_tokenizer=None,
+        generator=None,
+        initializer_range=0.02,
+    ):
         shared = shared_row_mask(alignment, source_tokenizer, target_tokenizer)
         out = self._copy_shared(source_weight, alignment, shared)
         rows = np.flatnonzero(~shared)
@@ -319,7 +346,16 @@ class RandomPermutationInit(InitMethod):
     uses_seed = True
     paper = "Baseline 'Random Permutation' in Li, Zhang & Zong (2025), TokAlign, ACL."
 
-    def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
+    def initialize(
+        self,
+        source_weight,
+        alignment,
+        *,
+        source_tokenizer=None,
+        target_tokenizer=None,
+        generator=None,
+        initializer_range=0.02,
+    ):
         shared = shared_row_mask(alignment, source_tokenizer, target_tokenizer)
         out = self._copy_shared(source_weight, alignment, shared)
         rows = np.flatnonzero(~shared)
@@ -341,7 +377,16 @@ class MeanInit(InitMethod):
     name = "mean"
     paper = "Baseline 'Mean' in Li, Zhang & Zong (2025), TokAlign, ACL."
 
-    def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
+    def initialize(
+        self,
+        source_weight,
+        alignment,
+        *,
+        source_tokenizer=None,
+        target_tokenizer=None,
+        generator=None,
+        initializer_range=0.02,
+    ):
         shared = shared_row_mask(alignment, source_tokenizer, target_tokenizer)
         out = self._copy_shared(source_weight, alignment, shared)
         rows = np.flatnonzero(~shared)
@@ -365,7 +410,16 @@ class MultivariateInit(InitMethod):
         "baseline 'Multivariate' in Li, Zhang & Zong (2025), TokAlign, ACL."
     )
 
-    def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
+    def initialize(
+        self,
+        source_weight,
+        alignment,
+        *,
+        source_tokenizer=None,
+        target_tokenizer=None,
+        generator=None,
+        initializer_range=0.02,
+    ):
         shared = shared_row_mask(alignment, source_tokenizer, target_tokenizer)
         out = self._copy_shared(source_weight, alignment, shared)
         rows = np.flatnonzero(~shared)
@@ -412,7 +466,16 @@ class FVTInit(InitMethod):
     paper = "Gee, Zugarini, Rigutini & Torroni (2022). Fast Vocabulary Transfer for Language Model Compression. EMNLP."
     needs_tokenizers = True
 
-    def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
+    def initialize(
+        self,
+        source_weight,
+        alignment,
+        *,
+        source_tokenizer=None,
+        target_tokenizer=None,
+        generator=None,
+        initializer_range=0.02,
+    ):
         self._require_tokenizers(source_tokenizer, target_tokenizer)
         shared = shared_row_mask(alignment, source_tokenizer, target_tokenizer)
         out = self._copy_shared(source_weight, alignment, shared)
@@ -477,7 +540,16 @@ class FocusFVTInit(InitMethod):
     search_dims = 128
     similarity_chunk = 2048
 
-    def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
+    def initialize(
+        self,
+        source_weight,
+        alignment,
+        *,
+        source_tokenizer=None,
+        target_tokenizer=None,
+        generator=None,
+        initializer_range=0.02,
+    ):
         self._require_tokenizers(source_tokenizer, target_tokenizer)
         # Start from FVT: shared rows copied, others = mean of pieces (the auxiliary embedding).
         out = FVTInit().initialize(
@@ -489,7 +561,9 @@ class FocusFVTInit(InitMethod):
         if not len(shared_rows) or not len(new_rows):
             return out
         device = source_weight.device
-        shared_vectors = source_weight.index_select(0, _as_index(alignment.target_to_source[shared_rows], device)).float()
+        shared_vectors = source_weight.index_select(
+            0, _as_index(alignment.target_to_source[shared_rows], device)
+        ).float()
         projection = _principal_directions(shared_vectors, self.search_dims)
         shared_unit = torch.nn.functional.normalize(shared_vectors @ projection, dim=1)
         k = min(self.top_k, len(shared_rows))
@@ -563,12 +637,14 @@ def _combine_source_rows(source_weight, atom_source_ids, neighbours, weights) ->
 
 def _pieces_baseline(source_weight, alignment, source_tokenizer, target_tokenizer) -> torch.Tensor:
     """FVT for every row: the rows a target-space method cannot express keep the pieces mean."""
-    return FVTInit().initialize(source_weight, alignment, source_tokenizer=source_tokenizer,
-                                target_tokenizer=target_tokenizer)
+    return FVTInit().initialize(
+        source_weight, alignment, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer
+    )
 
 
-def orthogonal_matching_pursuit(dictionary: torch.Tensor, targets: torch.Tensor, k: int, candidates: int = 256,
-                                ridge: float = 1e-6):
+def orthogonal_matching_pursuit(
+    dictionary: torch.Tensor, targets: torch.Tensor, k: int, candidates: int = 256, ridge: float = 1e-6
+):
     """Sparse codes of `targets` over the rows of `dictionary` by orthogonal matching pursuit, batched.
 
     Each target is written as a least-squares combination of at most `k` dictionary rows, chosen greedily
@@ -606,8 +682,9 @@ def orthogonal_matching_pursuit(dictionary: torch.Tensor, targets: torch.Tensor,
     coef = torch.zeros(b, 0)
     for _ in range(k):
         # correlation of each candidate with the residual, from the Gram matrix: <a_i, y - A_S x>
-        residual_corr = corr0 - (gram[rows, :, chosen].transpose(1, 2) @ coef[:, :, None]).squeeze(-1) \
-            if chosen.shape[1] else corr0
+        residual_corr = (
+            corr0 - (gram[rows, :, chosen].transpose(1, 2) @ coef[:, :, None]).squeeze(-1) if chosen.shape[1] else corr0
+        )
         score = (residual_corr / norms).abs().masked_fill(taken, -1.0)
         pick = score.argmax(1)
         taken[torch.arange(b), pick] = True
@@ -640,11 +717,27 @@ class OMPInit(InitMethod):
     # 100-dim GloVe space): with tokensurgeon's setting (raw vectors, near-zero ridge) 64 atoms fit the target
     # vector's noise, the coefficients grow and the predicted rows are 5x off in squared error (82 bits per
     # byte after the swap); unit vectors and a ridge of 0.1 bring that to 0.87, the best of k 4-64.
-    def __init__(self, k: int = 64, candidates: int = 256, batch_rows: int = 1024, ridge: float = 0.1,
-                 normalize: bool = True):
-        self.k, self.candidates, self.batch_rows, self.ridge, self.normalize = k, candidates, batch_rows, ridge, normalize
+    def __init__(
+        self, k: int = 64, candidates: int = 256, batch_rows: int = 1024, ridge: float = 0.1, normalize: bool = True
+    ):
+        self.k, self.candidates, self.batch_rows, self.ridge, self.normalize = (
+            k,
+            candidates,
+            batch_rows,
+            ridge,
+            normalize,
+        )
 
-    def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
+    def initialize(
+        self,
+        source_weight,
+        alignment,
+        *,
+        source_tokenizer=None,
+        target_tokenizer=None,
+        generator=None,
+        initializer_range=0.02,
+    ):
         self._require_tokenizers(source_tokenizer, target_tokenizer)
         out = _pieces_baseline(source_weight, alignment, source_tokenizer, target_tokenizer)
         shared = shared_row_mask(alignment, source_tokenizer, target_tokenizer)
@@ -687,13 +780,25 @@ class FocusInit(InitMethod):
     # support is a few close tokens, as FOCUS intends
     temperature = 0.1
 
-    def initialize(self, source_weight, alignment, *, source_tokenizer=None, target_tokenizer=None, generator=None, initializer_range=0.02):
+    def initialize(
+        self,
+        source_weight,
+        alignment,
+        *,
+        source_tokenizer=None,
+        target_tokenizer=None,
+        generator=None,
+        initializer_range=0.02,
+    ):
         self._require_tokenizers(source_tokenizer, target_tokenizer)
         if alignment.target_space is None:  # e.g. an alignment loaded from disk: FOCUS without a target space
-            logger.info("No target-side space with the alignment: 'focus' uses the FVT vectors as its auxiliary "
-                        "space (the 'focus_fvt' variant).")
-            return FocusFVTInit().initialize(source_weight, alignment, source_tokenizer=source_tokenizer,
-                                             target_tokenizer=target_tokenizer)
+            logger.info(
+                "No target-side space with the alignment: 'focus' uses the FVT vectors as its auxiliary "
+                "space (the 'focus_fvt' variant)."
+            )
+            return FocusFVTInit().initialize(
+                source_weight, alignment, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer
+            )
         out = _pieces_baseline(source_weight, alignment, source_tokenizer, target_tokenizer)
         shared = shared_row_mask(alignment, source_tokenizer, target_tokenizer)
         space, atoms, new = target_space_rows(alignment, shared)
@@ -720,8 +825,16 @@ DEFAULT_INIT_METHOD = "fvt_scaled"
 INIT_METHODS: dict[str, type[InitMethod]] = {
     cls.name: cls
     for cls in (
-        TokAlignInit, RandomInit, RandomPermutationInit, MeanInit, MultivariateInit, FVTInit, ScaledFVTInit,
-        FocusInit, FocusFVTInit, OMPInit,
+        TokAlignInit,
+        RandomInit,
+        RandomPermutationInit,
+        MeanInit,
+        MultivariateInit,
+        FVTInit,
+        ScaledFVTInit,
+        FocusInit,
+        FocusFVTInit,
+        OMPInit,
     )
 }
 

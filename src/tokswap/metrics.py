@@ -168,6 +168,8 @@ def baseline_alignment(kind: str, source_tokenizer, target_tokenizer, seed: int 
         row_sources[pairs.target_ids] = RowSource.IDENTICAL
         scores[pairs.target_ids] = 1.0
     return TokenAlignment(
-        target_to_source=target_to_source, scores=scores, row_sources=row_sources,
+        target_to_source=target_to_source,
+        scores=scores,
+        row_sources=row_sources,
         config={"baseline": kind, "seed": seed},
     )

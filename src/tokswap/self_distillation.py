@@ -188,7 +188,8 @@ def build_self_distillation_dataset(
     if unaligned:
         logger.warning(
             "%d texts were left out of self-distillation: a tokenizer's tokens do not spell them byte for byte "
-            "(a normalizing tokenizer).", unaligned,
+            "(a normalizing tokenizer).",
+            unaligned,
         )
     if not rows["input_ids"]:
         raise SelfDistillationError(
@@ -370,7 +371,9 @@ def self_distillation_loss(
     if hidden_weight > 0 and num_chunks:
         student_at = _last_positions(student_chunks, num_chunks, offsets)
         teacher_at = _last_positions(teacher_chunks, num_chunks, offsets)
-        pairs = [(student_hidden, teacher_hidden)] if student_layers is None else list(zip(student_layers, teacher_layers))
+        pairs = (
+            [(student_hidden, teacher_hidden)] if student_layers is None else list(zip(student_layers, teacher_layers))
+        )
         for s_states, t_states in pairs:
             s_rows = s_states.reshape(-1, s_states.shape[-1]).index_select(0, student_at).float()
             t_rows = t_states.to(device).reshape(-1, t_states.shape[-1]).index_select(0, teacher_at).float().detach()
@@ -389,8 +392,13 @@ def self_distillation_loss(
 def _forward_states(model, input_ids, attention_mask, all_layers: bool):
     """(final hidden states, per-layer outputs or None) without building full logits."""
     try:
-        outputs = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
-                        use_cache=False, logits_to_keep=1)
+        outputs = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            output_hidden_states=True,
+            use_cache=False,
+            logits_to_keep=1,
+        )
     except TypeError as err:
         if "logits_to_keep" not in str(err):
             raise
@@ -416,8 +424,17 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
     _tag_names = ["trl", "sft", "tokswap", "self-distillation"]
     _name = "SelfDistillation"
 
-    def __init__(self, model, teacher_model, args: Optional[SelfDistillationConfig] = None, train_dataset=None,
-                 eval_dataset=None, processing_class=None, teacher_tokenizer=None, **kwargs):
+    def __init__(
+        self,
+        model,
+        teacher_model,
+        args: Optional[SelfDistillationConfig] = None,
+        train_dataset=None,
+        eval_dataset=None,
+        processing_class=None,
+        teacher_tokenizer=None,
+        **kwargs,
+    ):
         from .training import align_special_token_ids
 
         if args is None:
@@ -438,8 +455,15 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
         collator = kwargs.pop("data_collator", None) or (
             lambda rows: collate_self_distillation(rows, student_pad, teacher_pad)
         )
-        super().__init__(model=model, args=args, data_collator=collator, train_dataset=train_dataset,
-                         eval_dataset=eval_dataset, processing_class=processing_class, **kwargs)
+        super().__init__(
+            model=model,
+            args=args,
+            data_collator=collator,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            processing_class=processing_class,
+            **kwargs,
+        )
         from .distillation import logits_transform
 
         teacher_model.eval()
@@ -452,8 +476,9 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
     def _windows(dataset, tokenizer, teacher_tokenizer, args):
         if dataset is None or (hasattr(dataset, "column_names") and "teacher_input_ids" in dataset.column_names):
             return dataset
-        return build_self_distillation_dataset(dataset, tokenizer, teacher_tokenizer, args.max_length,
-                                               args.teacher_max_length)
+        return build_self_distillation_dataset(
+            dataset, tokenizer, teacher_tokenizer, args.max_length, args.teacher_max_length
+        )
 
     def _get_num_items_in_batch(self, batch_samples, device):
         # counted here whatever the model's forward accepts: the loss is always normalized by it
@@ -465,7 +490,9 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         mode = "train" if self.model.training else "eval"
         all_layers = self.args.hidden_layers == "all" and self.args.hidden_weight > 0
-        student_hidden, student_layers = _forward_states(model, inputs["input_ids"], inputs["attention_mask"], all_layers)
+        student_hidden, student_layers = _forward_states(
+            model, inputs["input_ids"], inputs["attention_mask"], all_layers
+        )
         self.teacher_model.eval()
         with torch.no_grad():
             teacher_hidden, teacher_layers = _forward_states(
@@ -473,14 +500,24 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
             )
         student = self.accelerator.unwrap_model(model)
         out = self_distillation_loss(
-            student_hidden, teacher_hidden, inputs["input_ids"], inputs["teacher_input_ids"],
-            inputs["student_chunks"], inputs["teacher_chunks"],
-            student.get_output_embeddings(), self.teacher_model.get_output_embeddings(),
+            student_hidden,
+            teacher_hidden,
+            inputs["input_ids"],
+            inputs["teacher_input_ids"],
+            inputs["student_chunks"],
+            inputs["teacher_chunks"],
+            student.get_output_embeddings(),
+            self.teacher_model.get_output_embeddings(),
             labels=inputs["labels"],
-            ce_weight=self.args.ce_weight, likelihood_weight=self.args.likelihood_weight,
-            hidden_weight=self.args.hidden_weight, likelihood_loss=self.args.likelihood_loss,
-            student_layers=student_layers, teacher_layers=teacher_layers, chunk_size=self.args.chunk_size,
-            num_items_in_batch=num_items_in_batch, student_transform=self._student_transform,
+            ce_weight=self.args.ce_weight,
+            likelihood_weight=self.args.likelihood_weight,
+            hidden_weight=self.args.hidden_weight,
+            likelihood_loss=self.args.likelihood_loss,
+            student_layers=student_layers,
+            teacher_layers=teacher_layers,
+            chunk_size=self.args.chunk_size,
+            num_items_in_batch=num_items_in_batch,
+            student_transform=self._student_transform,
             teacher_transform=self._teacher_transform,
         )
         loss = out.loss
@@ -499,25 +536,41 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
             self._metrics[mode]["ce_loss"].append((gather(out.ce_sum.float().reshape(1)).sum() / tokens).item())
         if chunks > 0:
             self._metrics[mode]["chunk_likelihood_loss"].append(
-                (gather(out.likelihood_sum.float().reshape(1)).sum() / chunks).item())
+                (gather(out.likelihood_sum.float().reshape(1)).sum() / chunks).item()
+            )
             self._metrics[mode]["hidden_loss"].append((gather(out.hidden_sum.float().reshape(1)).sum() / chunks).item())
 
 
 def self_distill(
-    student, tokenizer, teacher, teacher_tokenizer, train_dataset, config: Optional[SelfDistillationConfig] = None,
-    eval_dataset=None, callbacks=None,
+    student,
+    tokenizer,
+    teacher,
+    teacher_tokenizer,
+    train_dataset,
+    config: Optional[SelfDistillationConfig] = None,
+    eval_dataset=None,
+    callbacks=None,
 ) -> SelfDistillationTrainer:
     """Train `student` (a swapped model) to match `teacher` (the model before the swap); returns the trainer."""
     from .training import never_shrink_vocabulary, resolve_resume_checkpoint
 
     config = config or SelfDistillationConfig(output_dir="tokswap-self-distilled")
     trainer = SelfDistillationTrainer(
-        model=student, teacher_model=teacher, args=config, train_dataset=train_dataset, eval_dataset=eval_dataset,
-        processing_class=tokenizer, teacher_tokenizer=teacher_tokenizer, callbacks=callbacks,
+        model=student,
+        teacher_model=teacher,
+        args=config,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        processing_class=tokenizer,
+        teacher_tokenizer=teacher_tokenizer,
+        callbacks=callbacks,
     )
     with never_shrink_vocabulary(trainer.accelerator.unwrap_model(trainer.model)):
-        trainer.train(resume_from_checkpoint=resolve_resume_checkpoint(
-            config.resume_from_checkpoint, config.output_dir, SelfDistillationError))
+        trainer.train(
+            resume_from_checkpoint=resolve_resume_checkpoint(
+                config.resume_from_checkpoint, config.output_dir, SelfDistillationError
+            )
+        )
     return trainer
 
 

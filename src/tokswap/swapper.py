@@ -132,7 +132,12 @@ def identity_alignment(tokenizer) -> TokenAlignment:
 
 
 def resolve_alignment(
-    alignment, source_tokenizer, target_tokenizer, corpus=None, alignment_config=None, trust_unverified: bool = False,
+    alignment,
+    source_tokenizer,
+    target_tokenizer,
+    corpus=None,
+    alignment_config=None,
+    trust_unverified: bool = False,
     **hub_kwargs,
 ) -> tuple[TokenAlignment, dict]:
     """The alignment to use for a tokenizer pair, and a record of where it came from.
@@ -196,8 +201,16 @@ class TokenizerSwapper:
         swap_record (`dict`): how the model was made; saved as `tokswap_config.json`.
     """
 
-    def __init__(self, model, tokenizer, alignment=None, source_model_id=None, source_tokenizer=None,
-                 init_method: str = DEFAULT_INIT_METHOD, swap_record: Optional[dict] = None):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        alignment=None,
+        source_model_id=None,
+        source_tokenizer=None,
+        init_method: str = DEFAULT_INIT_METHOD,
+        swap_record: Optional[dict] = None,
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.alignment = alignment
@@ -272,8 +285,12 @@ class TokenizerSwapper:
                 "use, e.g. TokenizerSwapper.from_pretrained('HuggingFaceTB/SmolLM2-135M', 'Qwen/Qwen2.5-0.5B')."
             )
         get_init_method(init_method)  # fail before loading anything big
-        for given, what in ((source_model, "The source model"), (target_tokenizer, "The target tokenizer"),
-                            (alignment, "The alignment"), (source_tokenizer, "The source tokenizer")):
+        for given, what in (
+            (source_model, "The source model"),
+            (target_tokenizer, "The target tokenizer"),
+            (alignment, "The alignment"),
+            (source_tokenizer, "The source tokenizer"),
+        ):
             check_local_path(given, what)
 
         target_tokenizer_id = target_tokenizer if isinstance(target_tokenizer, (str, os.PathLike)) else None
@@ -304,11 +321,18 @@ class TokenizerSwapper:
 
         hub_kwargs = {k: v for k, v in model_kwargs.items() if k == "token"}
         resolved, origin = resolve_alignment(
-            alignment, source_tokenizer, target_tokenizer, corpus=corpus, alignment_config=alignment_config,
-            trust_unverified=trust_unverified, **hub_kwargs,
+            alignment,
+            source_tokenizer,
+            target_tokenizer,
+            corpus=corpus,
+            alignment_config=alignment_config,
+            trust_unverified=trust_unverified,
+            **hub_kwargs,
         )
         if donor is not None:
-            resolved = dataclasses.replace(resolved, target_space=donor_embeddings(donor, target_tokenizer, **model_kwargs))
+            resolved = dataclasses.replace(
+                resolved, target_space=donor_embeddings(donor, target_tokenizer, **model_kwargs)
+            )
             origin = {**origin, "donor": donor if isinstance(donor, (str, os.PathLike)) else type(donor).__name__}
         num_source_rows = model.get_input_embeddings().weight.shape[0]
         architecture = type(model).__name__
@@ -342,8 +366,11 @@ class TokenizerSwapper:
             "init_method": method.name,
             "init_method_paper": method.paper,
             "seed": seed,
-            "alignment": {**origin, "row_source_counts": resolved.counts_by_row_source(),
-                          "metrics": resolved.config.get("metrics", {})},
+            "alignment": {
+                **origin,
+                "row_source_counts": resolved.counts_by_row_source(),
+                "metrics": resolved.config.get("metrics", {}),
+            },
             "tied_embeddings": bool(model.get_input_embeddings().weight is model.get_output_embeddings().weight),
             "training": [],
         }
@@ -358,7 +385,9 @@ class TokenizerSwapper:
         return make_draft(small_model, big_model, **kwargs)
 
     @classmethod
-    def load(cls, directory: Union[str, os.PathLike], trust_unverified: bool = False, **model_kwargs) -> TokenizerSwapper:
+    def load(
+        cls, directory: Union[str, os.PathLike], trust_unverified: bool = False, **model_kwargs
+    ) -> TokenizerSwapper:
         """Reload a folder written by `save_pretrained` (model, tokenizer, alignment, record).
 
         `trust_unverified=True` accepts an `alignment/` whose checksums are missing or do not match (with a warning).
@@ -378,9 +407,12 @@ class TokenizerSwapper:
         tokenizer = AutoTokenizer.from_pretrained(str(directory))
         alignment = None
         if (directory / ALIGNMENT_SUBFOLDER).is_dir():
-            alignment = TokenAlignment.from_pretrained(directory / ALIGNMENT_SUBFOLDER, trust_unverified=trust_unverified)
-        return cls(model, tokenizer, alignment, record.get("source_model"), None,
-                   record.get("init_method", "tokalign"), record)
+            alignment = TokenAlignment.from_pretrained(
+                directory / ALIGNMENT_SUBFOLDER, trust_unverified=trust_unverified
+            )
+        return cls(
+            model, tokenizer, alignment, record.get("source_model"), None, record.get("init_method", "tokalign"), record
+        )
 
     # ------------------------------------------------------------------ persistence
     def save_pretrained(self, save_directory: Union[str, os.PathLike], overwrite: bool = False, **save_kwargs) -> Path:
@@ -441,8 +473,9 @@ class TokenizerSwapper:
             teacher, location, _ = load_causal_lm(self.source_model_id, dtype=dtype)
             tokenizer = self.source_tokenizer or _load_source_tokenizer(self.source_model_id, location, {})
         except (OSError, ValueError, TokswapError) as err:
-            message = (f"Could not reload the original model {self.source_model_id!r} as the self-distillation "
-                       f"teacher ({err})")
+            message = (
+                f"Could not reload the original model {self.source_model_id!r} as the self-distillation teacher ({err})"
+            )
             if required:
                 raise SwapperError(message + "; pass teacher_model= and teacher_tokenizer=.") from err
             logger.warning("%s: training with plain cross-entropy instead.", message)
@@ -497,7 +530,9 @@ def _describe_run(kind: str, config, **extra) -> dict:
         except (TypeError, ValueError):
             description["config"] = repr(config)
     for key, value in extra.items():
-        description[key] = value if isinstance(value, (str, int, float)) else getattr(value, "name_or_path", repr(value))
+        description[key] = (
+            value if isinstance(value, (str, int, float)) else getattr(value, "name_or_path", repr(value))
+        )
     return description
 
 
@@ -523,24 +558,44 @@ def register_cli(subparsers) -> None:
     parser.add_argument("source", metavar="SRC", help="source model: Hub id, folder, GGUF file or tokswap asset name")
     parser.add_argument("target", metavar="TGT", help="target tokenizer: Hub id or folder of a tokenizer or model")
     parser.add_argument("--output", "-o", required=True, help="folder to write the swapped model to (new or empty)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace --output when it holds an earlier `tokswap swap` result (never other folders)")
-    parser.add_argument("--alignment", help="alignment folder or Hub id (default: prebuilt for the pair, else computed)")
-    parser.add_argument("--trust-unverified", action="store_true",
-                        help="use an --alignment whose checksums or vocabulary hashes are missing or do not match "
-                        "(older tokswap, edited files); refused by default")
-    parser.add_argument("--init-method", default=DEFAULT_INIT_METHOD, choices=sorted(INIT_METHODS),
-                        help=f"how new rows are initialized (default: {DEFAULT_INIT_METHOD}, the measured best)")
-    parser.add_argument("--donor", default=None,
-                        help="a model that already uses TGT's tokenizer: its embeddings guide the omp/focus inits")
-    parser.add_argument("--pad-to-multiple-of", type=int, default=64, help="pad the vocabulary to a multiple (default 64)")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --output when it holds an earlier `tokswap swap` result (never other folders)",
+    )
+    parser.add_argument(
+        "--alignment", help="alignment folder or Hub id (default: prebuilt for the pair, else computed)"
+    )
+    parser.add_argument(
+        "--trust-unverified",
+        action="store_true",
+        help="use an --alignment whose checksums or vocabulary hashes are missing or do not match "
+        "(older tokswap, edited files); refused by default",
+    )
+    parser.add_argument(
+        "--init-method",
+        default=DEFAULT_INIT_METHOD,
+        choices=sorted(INIT_METHODS),
+        help=f"how new rows are initialized (default: {DEFAULT_INIT_METHOD}, the measured best)",
+    )
+    parser.add_argument(
+        "--donor",
+        default=None,
+        help="a model that already uses TGT's tokenizer: its embeddings guide the omp/focus inits",
+    )
+    parser.add_argument(
+        "--pad-to-multiple-of", type=int, default=64, help="pad the vocabulary to a multiple (default 64)"
+    )
     parser.add_argument("--corpus", help="text file or folder to compute the alignment on, when it must be computed")
     parser.add_argument("--dtype", default=None, help="model dtype, e.g. float32, bfloat16 (default: the checkpoint's)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random init methods")
     parser.add_argument("--revision", default=None, help="source model revision")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the Hub")
-    parser.add_argument("--allow-nonfinite", action="store_true",
-                        help="only warn when the source model's weights hold NaN/inf values (default: refuse)")
+    parser.add_argument(
+        "--allow-nonfinite",
+        action="store_true",
+        help="only warn when the source model's weights hold NaN/inf values (default: refuse)",
+    )
     parser.set_defaults(func=_cli_swap)
 
 

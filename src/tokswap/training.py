@@ -252,7 +252,9 @@ class VocabAdaptationConfig:
     )
     stage2_max_steps: Optional[int] = field(
         default=None,
-        metadata={"help": "Optimizer steps of stage 2 (whole model or LoRA). 0 skips the stage. Overrides stage2_tokens."},
+        metadata={
+            "help": "Optimizer steps of stage 2 (whole model or LoRA). 0 skips the stage. Overrides stage2_tokens."
+        },
     )
     stage1_tokens: Optional[int] = field(
         default=None,
@@ -269,7 +271,9 @@ class VocabAdaptationConfig:
     stage2_learning_rate: float = field(default=5e-5, metadata={"help": "Peak learning rate of stage 2."})
     optim: str = field(default="adamw_torch", metadata={"help": "Optimizer name understood by transformers (AdamW)."})
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "Learning-rate schedule of each stage."})
-    warmup_ratio: float = field(default=0.03, metadata={"help": "Fraction of each stage's steps used for linear warmup."})
+    warmup_ratio: float = field(
+        default=0.03, metadata={"help": "Fraction of each stage's steps used for linear warmup."}
+    )
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping norm."})
     bf16: Optional[bool] = field(
@@ -302,10 +306,12 @@ class VocabAdaptationConfig:
     # Recovery objective
     recovery: str = field(
         default="ce",
-        metadata={"help": "'ce': plain next-token cross-entropy (default: self-distillation tied with it in "
-                  "bench/results/self_distill.md at 1.2-1.9x the cost); 'self_distill': the model before the swap "
-                  "teaches the swapped one on the same text (tokswap.self_distillation); 'auto': self_distill when "
-                  "the original model is given as teacher, else ce."},
+        metadata={
+            "help": "'ce': plain next-token cross-entropy (default: self-distillation tied with it in "
+            "bench/results/self_distill.md at 1.2-1.9x the cost); 'self_distill': the model before the swap "
+            "teaches the swapped one on the same text (tokswap.self_distillation); 'auto': self_distill when "
+            "the original model is given as teacher, else ce."
+        },
     )
     self_distill_ce_weight: float = field(
         default=1.0, metadata={"help": "Self-distillation: weight of the cross-entropy on the new tokens."}
@@ -323,7 +329,9 @@ class VocabAdaptationConfig:
         default="last", metadata={"help": "Self-distillation hidden states matched: 'last' or 'all' layers."}
     )
     # Checkpoints and logging
-    save_steps: int = field(default=500, metadata={"help": "Save a checkpoint every N optimizer steps (and at the end)."})
+    save_steps: int = field(
+        default=500, metadata={"help": "Save a checkpoint every N optimizer steps (and at the end)."}
+    )
     save_total_limit: Optional[int] = field(default=None, metadata={"help": "Keep at most N checkpoints per stage."})
     save_final_model: bool = field(
         default=True, metadata={"help": "Save the adapted model and tokenizer to `output_dir` at the end."}
@@ -614,7 +622,9 @@ def never_shrink_vocabulary(model):
             model.resize_token_embeddings = original
     after = vocabulary_shape(model)
     if any(b is not None and a is not None and a < b for a, b in zip(after, before)):
-        raise TrainingError(f"The vocabulary shrank during training: {before} -> {after} (vocab_size, in rows, out rows).")
+        raise TrainingError(
+            f"The vocabulary shrank during training: {before} -> {after} (vocab_size, in rows, out rows)."
+        )
 
 
 @contextlib.contextmanager
@@ -702,8 +712,11 @@ def latest_checkpoint(directory) -> Optional[str]:
         problem = checkpoint_problem(path)
         if problem is None:
             return str(path)
-        logger.warning("Skipping the incomplete checkpoint %s (%s: its writing was interrupted); looking for an "
-                       "older one.", path, problem)
+        logger.warning(
+            "Skipping the incomplete checkpoint %s (%s: its writing was interrupted); looking for an older one.",
+            path,
+            problem,
+        )
     return None
 
 
@@ -722,8 +735,10 @@ def _nothing_to_resume(error, where: str) -> TokswapError:
 def _existing_checkpoint(resume, error) -> Path:
     path = Path(resume)
     if not path.is_dir():
-        raise error(f"Checkpoint {resume} does not exist; give an existing checkpoint-N folder, or --resume alone "
-                    "for the newest one.")
+        raise error(
+            f"Checkpoint {resume} does not exist; give an existing checkpoint-N folder, or --resume alone "
+            "for the newest one."
+        )
     return path
 
 
@@ -732,8 +747,10 @@ def _checked_checkpoint(resume, error) -> Path:
     path = _existing_checkpoint(resume, error)
     problem = checkpoint_problem(path)
     if problem is not None:
-        raise error(f"Checkpoint {resume} is incomplete ({problem}: its writing was interrupted); give an earlier "
-                    "checkpoint, or --resume alone for the newest complete one.")
+        raise error(
+            f"Checkpoint {resume} is incomplete ({problem}: its writing was interrupted); give an earlier "
+            "checkpoint, or --resume alone for the newest complete one."
+        )
     return path
 
 
@@ -819,8 +836,9 @@ def stage_trainer_class():
     return StageTrainer
 
 
-def _run_stage(stage, model, tokenizer, train_dataset, eval_dataset, config, resume, callbacks, peft_config=None,
-               teacher=None):
+def _run_stage(
+    stage, model, tokenizer, train_dataset, eval_dataset, config, resume, callbacks, peft_config=None, teacher=None
+):
     with never_shrink_vocabulary(model), _restore_forward(model):
         if teacher is None:
             trainer = stage_trainer_class()(
@@ -930,7 +948,15 @@ def adapt_vocabulary(
             peft_config = _lora_config(model, config)
         logger.info("Stage 2 (%s): lr %g.", config.stage2, config.stage2_learning_rate)
         model, history, step = _run_stage(
-            2, model, tokenizer, train_dataset, eval_dataset, config, resume2, callbacks, peft_config=peft_config,
+            2,
+            model,
+            tokenizer,
+            train_dataset,
+            eval_dataset,
+            config,
+            resume2,
+            callbacks,
+            peft_config=peft_config,
             teacher=teacher,
         )
         result.stage2_log_history, result.stage2_output_dir = history, config.stage_output_dir(2)
@@ -978,9 +1004,7 @@ def merge_lora_adapters(peft_model):
     stays tied (re-tied if PEFT untied it while merging).
     """
     base = peft_model.get_base_model()
-    was_tied = embeddings_are_tied(base) or bool(
-        getattr(base.config.get_text_config(), "tie_word_embeddings", False)
-    )
+    was_tied = embeddings_are_tied(base) or bool(getattr(base.config.get_text_config(), "tie_word_embeddings", False))
     merged = peft_model.merge_and_unload()
     if was_tied and not embeddings_are_tied(merged):
         output, inputs = merged.get_output_embeddings(), merged.get_input_embeddings()
@@ -1009,7 +1033,11 @@ def load_training_dataset(path: Union[str, os.PathLike], split: str = "train"):
     if not path.exists():
         raise TrainingError(f"Dataset {path} does not exist.")
     if path.is_dir():
-        if (path / "dataset_info.json").is_file() or (path / "state.json").is_file() or (path / "dataset_dict.json").is_file():
+        if (
+            (path / "dataset_info.json").is_file()
+            or (path / "state.json").is_file()
+            or (path / "dataset_dict.json").is_file()
+        ):
             loaded = datasets.load_from_disk(str(path))
             if isinstance(loaded, datasets.DatasetDict):
                 if split not in loaded:
@@ -1051,14 +1079,18 @@ def _load_files(files: list[str], suffix: str, split: str):
         # times are part of the cache key, so an edited file is read again.
         stamps = [(os.stat(file).st_size, os.stat(file).st_mtime_ns) for file in files]
         return datasets.Dataset.from_generator(
-            _text_file_records, gen_kwargs={"files": files, "stamps": stamps},
-            features=datasets.Features({"text": datasets.Value("string")}), split=datasets.NamedSplit(split),
+            _text_file_records,
+            gen_kwargs={"files": files, "stamps": stamps},
+            features=datasets.Features({"text": datasets.Value("string")}),
+            split=datasets.NamedSplit(split),
         )
     if suffix in (".jsonl", ".json"):
         return datasets.load_dataset("json", data_files={split: files}, split=split)
     if suffix == ".parquet":
         return datasets.load_dataset("parquet", data_files={split: files}, split=split)
-    raise TrainingError(f"Unsupported dataset file type {suffix!r}: use .txt, .jsonl, .json, .parquet or a dataset folder.")
+    raise TrainingError(
+        f"Unsupported dataset file type {suffix!r}: use .txt, .jsonl, .json, .parquet or a dataset folder."
+    )
 
 
 def load_model_for_training(model_dir: str, **kwargs):
@@ -1101,10 +1133,17 @@ def add_run_arguments(parser, *, max_length, batch_size, grad_accum, save_steps,
     parser.add_argument("--logging-steps", type=int, default=logging_steps)
     parser.add_argument("--report-to", default="none", help="comma-separated: none, tensorboard, wandb, trackio, ...")
     parser.add_argument("--seed", type=int, default=seed)
-    parser.add_argument("--allow-nonfinite", action="store_true",
-                        help="only warn when a model's weights hold NaN/inf values (default: refuse to train)")
     parser.add_argument(
-        "--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
+        "--allow-nonfinite",
+        action="store_true",
+        help="only warn when a model's weights hold NaN/inf values (default: refuse to train)",
+    )
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="CHECKPOINT",
         help="resume from the newest checkpoint under --output, or from CHECKPOINT",
     )
 
@@ -1142,9 +1181,15 @@ def register_cli(subparsers) -> None:
     )
     parser.epilog = TRAIN_EXAMPLES
     parser.formatter_class = examples_formatter(parser.formatter_class)
-    parser.add_argument("model_dir", help="model folder (or Hub id) with its tokenizer, e.g. the output of `tokswap swap`")
-    parser.add_argument("--dataset", required=True, help=".txt, .jsonl/.json, .parquet, a save_to_disk folder, or a folder of files")
-    parser.add_argument("--output", required=True, help="output folder: checkpoints in stage1/ and stage2/, final model at the top")
+    parser.add_argument(
+        "model_dir", help="model folder (or Hub id) with its tokenizer, e.g. the output of `tokswap swap`"
+    )
+    parser.add_argument(
+        "--dataset", required=True, help=".txt, .jsonl/.json, .parquet, a save_to_disk folder, or a folder of files"
+    )
+    parser.add_argument(
+        "--output", required=True, help="output folder: checkpoints in stage1/ and stage2/, final model at the top"
+    )
     defaults = VocabAdaptationConfig()
     parser.add_argument("--stage1-steps", type=int, default=None, help="optimizer steps of stage 1 (0 skips it)")
     parser.add_argument("--stage2-steps", type=int, default=None, help="optimizer steps of stage 2 (0 skips it)")
@@ -1155,12 +1200,19 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--stage2-lr", type=float, default=defaults.stage2_learning_rate)
     parser.add_argument("--lora-r", type=int, default=defaults.lora_r)
     parser.add_argument("--lora-alpha", type=int, default=defaults.lora_alpha)
-    parser.add_argument("--recovery", choices=RECOVERY_MODES, default=defaults.recovery,
-                        help="ce (default): plain cross-entropy; self_distill: the model before the swap teaches the "
-                        "swapped one; auto: self_distill when the original model is known (--teacher, or the source "
-                        "model recorded in MODEL_DIR/tokswap_config.json)")
-    parser.add_argument("--teacher", default=None,
-                        help="the original model (before the swap) for self-distillation; default: the recorded source")
+    parser.add_argument(
+        "--recovery",
+        choices=RECOVERY_MODES,
+        default=defaults.recovery,
+        help="ce (default): plain cross-entropy; self_distill: the model before the swap teaches the "
+        "swapped one; auto: self_distill when the original model is known (--teacher, or the source "
+        "model recorded in MODEL_DIR/tokswap_config.json)",
+    )
+    parser.add_argument(
+        "--teacher",
+        default=None,
+        help="the original model (before the swap) for self-distillation; default: the recorded source",
+    )
     parser.add_argument("--no-merge", action="store_true", help="keep LoRA adapters separate (stage2=lora)")
     parser.add_argument("--no-packing", action="store_true", help="pad instead of packing sequences")
     parser.add_argument("--activation-checkpointing", action="store_true", help="trade compute for memory")
@@ -1199,14 +1251,23 @@ def _cli_train(args) -> int:
     _check_dataset(dataset, config.dataset_text_field)  # before the model is loaded
     model, tokenizer = load_model_for_training(args.model_dir)
     teacher_model, teacher_tokenizer = _cli_teacher(args, model)
-    result = adapt_vocabulary(model, tokenizer, dataset, config, teacher_model=teacher_model,
-                              teacher_tokenizer=teacher_tokenizer, allow_nonfinite=args.allow_nonfinite)
+    result = adapt_vocabulary(
+        model,
+        tokenizer,
+        dataset,
+        config,
+        teacher_model=teacher_model,
+        teacher_tokenizer=teacher_tokenizer,
+        allow_nonfinite=args.allow_nonfinite,
+    )
     if not is_main_process():  # the other ranks of a torchrun / accelerate launch trained along; rank 0 reports
         return 0
     for stage, history in ((1, result.stage1_log_history), (2, result.stage2_log_history)):
         losses = [entry["loss"] for entry in history if "loss" in entry]
         if losses:
-            print(f"stage {stage}: {result.global_steps.get(stage, '?')} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+            print(
+                f"stage {stage}: {result.global_steps.get(stage, '?')} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}"
+            )
     print(f"saved the adapted model to {result.final_output_dir}")
     return 0
 

@@ -298,8 +298,11 @@ def identical_token_pairs(source_tokenizer, target_tokenizer, include_special: b
             target_ids.append(idx)
             source_ids.append(match)
     source_strings = {token for token in source_tokens if token is not None}
-    raw = sum(1 for idx, token in enumerate(target_tokens) if token is not None and token in source_strings
-              and idx not in target_specials)
+    raw = sum(
+        1
+        for idx, token in enumerate(target_tokens)
+        if token is not None and token in source_strings and idx not in target_specials
+    )
     return IdenticalPairs(
         target_ids=np.asarray(target_ids, dtype=np.int64),
         source_ids=np.asarray(source_ids, dtype=np.int64),
@@ -387,15 +390,22 @@ def special_token_pairs(source_tokenizer, target_tokenizer) -> SpecialTokenPairs
                 source_id = source_roles[source_role]
                 pairs[target_id] = source_id
                 fallback = source_role != role
-                details.append({
-                    "role": role,
-                    "target_token": target_vocab[target_id],
-                    "source_token": source_vocab[source_id],
-                    "source_role": source_role,
-                    "fallback": fallback,
-                })
+                details.append(
+                    {
+                        "role": role,
+                        "target_token": target_vocab[target_id],
+                        "source_token": source_vocab[source_id],
+                        "source_role": source_role,
+                        "fallback": fallback,
+                    }
+                )
                 if fallback:
-                    logger.info("Target %s %r has no source counterpart; using the source %s %r.", role,
-                                target_vocab[target_id], source_role, source_vocab[source_id])
+                    logger.info(
+                        "Target %s %r has no source counterpart; using the source %s %r.",
+                        role,
+                        target_vocab[target_id],
+                        source_role,
+                        source_vocab[source_id],
+                    )
                 break
     return SpecialTokenPairs(pairs, details)

@@ -78,7 +78,7 @@ def _split_front_matter(text: str) -> Tuple[Optional[str], str]:
     match = re.match(r"^---[ \t]*\r?\n(.*?)(?:\r?\n)?---[ \t]*(?:\r?\n|$)", text, flags=re.S)
     if match is None:
         return None, text
-    return match.group(1), text[match.end():]
+    return match.group(1), text[match.end() :]
 
 
 def parse_card_metadata(text: str) -> Optional[dict]:
@@ -231,8 +231,13 @@ class HubRequestHandler(BaseHTTPRequestHandler):
             raise HubError(400, None, "Request body must be a JSON object.")
         return data
 
-    def _send(self, status: int, body: bytes = b"", content_type: str = "application/json",
-              headers: Optional[Mapping[str, str]] = None) -> None:
+    def _send(
+        self,
+        status: int,
+        body: bytes = b"",
+        content_type: str = "application/json",
+        headers: Optional[Mapping[str, str]] = None,
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -297,20 +302,24 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         if self.user is None:
             raise HubError(401, None, _INVALID_CREDENTIALS)
         orgs = self.hub.orgs_of(self.user)
-        self._send_json({
-            "type": "user",
-            "id": hashlib.sha1(self.user.encode()).hexdigest()[:24],
-            "name": self.user,
-            "fullname": self.user,
-            "email": None,
-            "emailVerified": False,
-            "isPro": False,
-            "canPay": False,
-            "avatarUrl": "",
-            "orgs": [{"type": "org", "name": org, "fullname": org, "roleInOrg": "write"} for org in orgs],
-            "auth": {"type": "access_token", "accessToken": {"displayName": "loopback", "role": "write",
-                                                             "createdAt": utc_timestamp(0)}},
-        })
+        self._send_json(
+            {
+                "type": "user",
+                "id": hashlib.sha1(self.user.encode()).hexdigest()[:24],
+                "name": self.user,
+                "fullname": self.user,
+                "email": None,
+                "emailVerified": False,
+                "isPro": False,
+                "canPay": False,
+                "avatarUrl": "",
+                "orgs": [{"type": "org", "name": org, "fullname": org, "roleInOrg": "write"} for org in orgs],
+                "auth": {
+                    "type": "access_token",
+                    "accessToken": {"displayName": "loopback", "role": "write", "createdAt": utc_timestamp(0)},
+                },
+            }
+        )
 
     # ------------------------------------------------------------ repo admin
     def create_repo(self):
@@ -328,8 +337,9 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         if existing is not None:
             # `create_repo(exist_ok=True)` accepts the 409 and then reads the url from its body.
             message = f"You already created this {repo_type} repo"
-            self._send_json({"error": message, "url": self._repo_url(existing)}, status=409,
-                            headers={"X-Error-Message": message})
+            self._send_json(
+                {"error": message, "url": self._repo_url(existing)}, status=409, headers={"X-Error-Message": message}
+            )
             return
         repo = self.store.create_repo(repo_type, repo_id, private=private, owner=self.user)
         repo_key = hashlib.sha1(repo_id.encode()).hexdigest()[:24]
@@ -469,7 +479,7 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         for candidate in candidates:
             if not candidate.startswith(prefix):
                 continue
-            if recursive or "/" not in candidate[len(prefix):]:
+            if recursive or "/" not in candidate[len(prefix) :]:
                 listed.append(candidate)
         # Folders first, then files, as the Hub lists them.
         listed.sort(key=lambda p: (p in commit.tree, p))
@@ -495,10 +505,14 @@ class HubRequestHandler(BaseHTTPRequestHandler):
     def refs(self, plural_type, ns, name):
         repo = self._repo(plural_type, ns, name)
         payload = {
-            "branches": [{"name": branch, "ref": f"refs/heads/{branch}", "targetCommit": commit_id}
-                         for branch, commit_id in sorted(repo.branches.items())],
-            "tags": [{"name": tag, "ref": f"refs/tags/{tag}", "targetCommit": commit_id}
-                     for tag, commit_id in sorted(repo.tags.items())],
+            "branches": [
+                {"name": branch, "ref": f"refs/heads/{branch}", "targetCommit": commit_id}
+                for branch, commit_id in sorted(repo.branches.items())
+            ],
+            "tags": [
+                {"name": tag, "ref": f"refs/tags/{tag}", "targetCommit": commit_id}
+                for tag, commit_id in sorted(repo.tags.items())
+            ],
             "converts": [],
         }
         if _truthy(self.query.get("include_prs")):
@@ -565,7 +579,7 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         """(start, end) inclusive for a single `bytes=` range, "unsatisfiable", or None to send everything."""
         if not header or not header.startswith("bytes=") or "," in header:
             return None
-        first, _, last = header[len("bytes="):].strip().partition("-")
+        first, _, last = header[len("bytes=") :].strip().partition("-")
         try:
             if first == "":  # suffix range: the last N bytes
                 count = int(last)
@@ -643,8 +657,14 @@ class HubRequestHandler(BaseHTTPRequestHandler):
             author=self.user,
             parent_commit=header.get("parentCommit"),
         )
-        self._send_json({"commitUrl": f"{self._repo_url(repo)}/commit/{commit.id}", "commitOid": commit.id,
-                         "pullRequestUrl": None, "success": True})
+        self._send_json(
+            {
+                "commitUrl": f"{self._repo_url(repo)}/commit/{commit.id}",
+                "commitOid": commit.id,
+                "pullRequestUrl": None,
+                "success": True,
+            }
+        )
 
     def create_branch(self, plural_type, ns, name, branch):
         repo = self._repo(plural_type, ns, name, write=True)
@@ -694,8 +714,12 @@ class HubRequestHandler(BaseHTTPRequestHandler):
 
     def xet_token(self, plural_type, ns, name, kind, rev):
         self._repo(plural_type, ns, name, write=(kind == "write"))
-        raise HubError(501, None, "The loopback Hub does not speak the xet protocol: set HF_HUB_DISABLE_XET=1 "
-                                  "before huggingface_hub is imported (see tokswap.testing.hub_client_env).")
+        raise HubError(
+            501,
+            None,
+            "The loopback Hub does not speak the xet protocol: set HF_HUB_DISABLE_XET=1 "
+            "before huggingface_hub is imported (see tokswap.testing.hub_client_env).",
+        )
 
     def lfs_upload(self, ticket):
         oid, size = self.hub.take_upload_ticket(ticket)
@@ -799,8 +823,9 @@ class LoopbackHub:
         if self._server is not None:
             return self
         self._server = _HubHTTPServer((self.host, self._requested_port), self)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="loopback-hub", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="loopback-hub", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -914,20 +939,34 @@ class LoopbackHub:
         head = repo.head(revision)
         if head is not None and all(head.tree.get(path) == entry for path, entry in additions.items()):
             return head.id
-        commit = self.store.commit(repo, revision, additions, title=commit_message or f"Upload {folder.name}",
-                                   author=author, allow_new_branch=True)
+        commit = self.store.commit(
+            repo,
+            revision,
+            additions,
+            title=commit_message or f"Upload {folder.name}",
+            author=author,
+            allow_new_branch=True,
+        )
         return commit.id
 
-    def seed_files(self, repo_id: str, files: Mapping[str, bytes], repo_type: str = "model", private: bool = False,
-                   commit_message: str = "Upload files", revision: str = DEFAULT_BRANCH) -> str:
+    def seed_files(
+        self,
+        repo_id: str,
+        files: Mapping[str, bytes],
+        repo_type: str = "model",
+        private: bool = False,
+        commit_message: str = "Upload files",
+        revision: str = DEFAULT_BRANCH,
+    ) -> str:
         """Publish in-memory files (`{path_in_repo: content}`) as one commit; returns its id."""
         repo = self.store.get_repo(repo_type, repo_id) or self.store.create_repo(repo_type, repo_id, private=private)
         additions = {}
         for path, content in files.items():
             mode = self.store.upload_mode(repo, revision, path, len(content), content[:512])
             additions[path] = self.store.add_bytes(content, lfs=(mode == "lfs"))
-        return self.store.commit(repo, revision, additions, title=commit_message, author="loopback-seed",
-                                 allow_new_branch=True).id
+        return self.store.commit(
+            repo, revision, additions, title=commit_message, author="loopback-seed", allow_new_branch=True
+        ).id
 
 
 def hub_client_env(endpoint: str, hf_home, token: Optional[str] = None) -> Dict[str, str]:
@@ -966,25 +1005,39 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         description="Serve the Hugging Face Hub protocol on loopback (for tests, notebooks and benchmarks).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example:\n"
-               "  python -m tokswap.testing.hub_server --port 8765 --storage /tmp/hub \\\n"
-               "      --seed HuggingFaceTB/SmolLM2-135M-Instruct=/path/to/model_folder\n"
-               "  HF_ENDPOINT=http://127.0.0.1:8765 HF_HUB_DISABLE_XET=1 HF_TOKEN=... python your_script.py",
+        "  python -m tokswap.testing.hub_server --port 8765 --storage /tmp/hub \\\n"
+        "      --seed HuggingFaceTB/SmolLM2-135M-Instruct=/path/to/model_folder\n"
+        "  HF_ENDPOINT=http://127.0.0.1:8765 HF_HUB_DISABLE_XET=1 HF_TOKEN=... python your_script.py",
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed at start).")
     parser.add_argument("--storage", default=None, help="Folder to keep repositories in (temporary if omitted).")
-    parser.add_argument("--token", default=os.environ.get("HF_TOKEN"),
-                        help="Token accepted for --user (defaults to $HF_TOKEN; never printed).")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("HF_TOKEN"),
+        help="Token accepted for --user (defaults to $HF_TOKEN; never printed).",
+    )
     parser.add_argument("--user", default="tokswap-tester", help="User name the token authenticates as.")
-    parser.add_argument("--seed", action="append", default=[], metavar="REPO_ID=FOLDER",
-                        help="Publish a local folder as a model repo before serving (repeatable).")
-    parser.add_argument("--seed-dataset", action="append", default=[], metavar="REPO_ID=FOLDER",
-                        help="Publish a local folder as a dataset repo before serving (repeatable).")
+    parser.add_argument(
+        "--seed",
+        action="append",
+        default=[],
+        metavar="REPO_ID=FOLDER",
+        help="Publish a local folder as a model repo before serving (repeatable).",
+    )
+    parser.add_argument(
+        "--seed-dataset",
+        action="append",
+        default=[],
+        metavar="REPO_ID=FOLDER",
+        help="Publish a local folder as a dataset repo before serving (repeatable).",
+    )
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.INFO, format="[loopback-hub] %(message)s")
-    hub = LoopbackHub(port=args.port, storage_dir=args.storage, host=args.host,
-                      tokens={args.token: args.user} if args.token else {})
+    hub = LoopbackHub(
+        port=args.port, storage_dir=args.storage, host=args.host, tokens={args.token: args.user} if args.token else {}
+    )
     for repo_type, specs in (("model", args.seed), ("dataset", args.seed_dataset)):
         for spec in specs:
             repo_id, sep, folder = spec.partition("=")

@@ -34,10 +34,42 @@ LFS_SIZE_THRESHOLD = 10 * 1024 * 1024
 
 # The `.gitattributes` a new repository starts with: binary formats of the ML world go through LFS.
 _LFS_PATTERNS = (
-    "*.7z", "*.arrow", "*.bin", "*.bz2", "*.ckpt", "*.ftz", "*.gguf", "*.gz", "*.h5", "*.joblib",
-    "*.lfs.*", "*.mlmodel", "*.model", "*.msgpack", "*.npy", "*.npz", "*.onnx", "*.ot", "*.parquet",
-    "*.pb", "*.pickle", "*.pkl", "*.pt", "*.pth", "*.rar", "*.safetensors", "saved_model/**/*",
-    "*.tar.*", "*.tar", "*.tflite", "*.tgz", "*.wasm", "*.xz", "*.zip", "*.zst", "*tfevents*",
+    "*.7z",
+    "*.arrow",
+    "*.bin",
+    "*.bz2",
+    "*.ckpt",
+    "*.ftz",
+    "*.gguf",
+    "*.gz",
+    "*.h5",
+    "*.joblib",
+    "*.lfs.*",
+    "*.mlmodel",
+    "*.model",
+    "*.msgpack",
+    "*.npy",
+    "*.npz",
+    "*.onnx",
+    "*.ot",
+    "*.parquet",
+    "*.pb",
+    "*.pickle",
+    "*.pkl",
+    "*.pt",
+    "*.pth",
+    "*.rar",
+    "*.safetensors",
+    "saved_model/**/*",
+    "*.tar.*",
+    "*.tar",
+    "*.tflite",
+    "*.tgz",
+    "*.wasm",
+    "*.xz",
+    "*.zip",
+    "*.zst",
+    "*tfevents*",
 )
 _DATASET_LFS_PATTERNS = ("*.mds", "*.mp3", "*.ogg", "*.wav", "*.flac", "*.jpg", "*.jpeg", "*.png", "*.webp")
 _COMMIT_ID = re.compile(r"^[0-9a-f]{40}$")
@@ -194,8 +226,8 @@ class Repo:
         """Branch, tag, full or abbreviated commit id -> commit; RevisionNotFound otherwise."""
         revision = revision or DEFAULT_BRANCH
         for prefix, refs in (("refs/heads/", self.branches), ("refs/tags/", self.tags)):
-            if revision.startswith(prefix) and revision[len(prefix):] in refs:
-                return self.commits[refs[revision[len(prefix):]]]
+            if revision.startswith(prefix) and revision[len(prefix) :] in refs:
+                return self.commits[refs[revision[len(prefix) :]]]
         if revision in self.branches:
             return self.commits[self.branches[revision]]
         if revision in self.tags:
@@ -216,6 +248,7 @@ class Repo:
 
     def last_commit_touching(self, commit: Commit, path: str) -> Commit:
         """The newest commit in the history of `commit` that changed `path` (a file or a folder)."""
+
         def state(snapshot: Commit):
             if path in snapshot.tree:
                 return snapshot.tree[path].git_oid
@@ -243,8 +276,15 @@ class Repo:
 
     @classmethod
     def from_json(cls, data: dict) -> Repo:
-        repo = cls(data["repo_type"], data["repo_id"], data["private"], data["owner"], data["created_at"],
-                   dict(data["branches"]), dict(data["tags"]))
+        repo = cls(
+            data["repo_type"],
+            data["repo_id"],
+            data["private"],
+            data["owner"],
+            data["created_at"],
+            dict(data["branches"]),
+            dict(data["tags"]),
+        )
         for commit_data in data["commits"]:
             commit = Commit.from_json(commit_data)
             repo.commits[commit.id] = commit
@@ -414,8 +454,14 @@ class HubStore:
             repo = Repo(repo_type, repo_id, bool(private), owner, utc_timestamp())
             self._repos = {**self._repos, (repo_type, repo_id): repo}
             gitattributes = self.add_bytes(default_gitattributes(repo_type))
-            self.commit(repo, DEFAULT_BRANCH, {".gitattributes": gitattributes}, title="initial commit",
-                        author=owner or repo.namespace, allow_new_branch=True)
+            self.commit(
+                repo,
+                DEFAULT_BRANCH,
+                {".gitattributes": gitattributes},
+                title="initial commit",
+                author=owner or repo.namespace,
+                allow_new_branch=True,
+            )
             return repo
 
     def delete_repo(self, repo: Repo) -> None:
@@ -492,8 +538,15 @@ class HubStore:
             date = utc_timestamp()
             parents = [head.id] if head else []
             payload = json.dumps(
-                {"parents": parents, "title": title, "message": message, "author": author, "date": date,
-                 "nonce": len(repo.commits), "tree": {p: e.to_json() for p, e in sorted(tree.items())}},
+                {
+                    "parents": parents,
+                    "title": title,
+                    "message": message,
+                    "author": author,
+                    "date": date,
+                    "nonce": len(repo.commits),
+                    "tree": {p: e.to_json() for p, e in sorted(tree.items())},
+                },
                 sort_keys=True,
             )
             commit = Commit(hashlib.sha1(payload.encode()).hexdigest(), parents, title, message, author, date, tree)
