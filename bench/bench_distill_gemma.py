@@ -19,6 +19,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from portable import portable  # noqa: E402  (bench/portable.py)
 
 
 def log(msg):
@@ -86,7 +87,7 @@ def main(argv=None) -> int:
         value = bits_per_byte(model, tokenizer, heldout, batch_size=4, max_length=args.max_length, progress=False)
         return float(getattr(value, "bits_per_byte", value))
 
-    results = {"settings": vars(args), "teacher_heldout_bpb": bpb(teacher), "runs": {}}
+    results = {"settings": portable(vars(args)), "teacher_heldout_bpb": bpb(teacher), "runs": {}}
     log(f"teacher held-out bpb {results['teacher_heldout_bpb']:.3f}")
     for alpha in [float(a) for a in args.alphas.split(",")]:
         label = "plain CE" if alpha == 1.0 else f"CE + KL (alpha {alpha})"

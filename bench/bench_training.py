@@ -16,6 +16,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from portable import portable  # noqa: E402  (bench/portable.py)
 
 
 def log(msg):
@@ -59,7 +60,7 @@ def main(argv=None) -> int:
     train = corpus["train"].select_columns(["text"]).shuffle(seed=0)
     heldout = [t for t in corpus["test"]["text"] if len(t) > 200][: args.heldout_texts]
 
-    results = {"settings": vars(args), "runs": {}}
+    results = {"settings": portable(vars(args)), "runs": {}}
     for init in args.inits.split(","):
         log(f"swap {args.source} -> {args.target} with init={init}")
         start = time.perf_counter()
