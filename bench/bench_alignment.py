@@ -5,7 +5,7 @@ Usage:
         --output bench/results/alignment.md
 
 For each pair (SmolLM2 -> Qwen2.5, GPT-NeoX -> Qwen2.5, GPT-NeoX -> Gemma-3) on the default corpus
-(`tokswap.corpus.build_corpus`): identical-token counts (raw strings vs bytes), BLEU-1 and semantic
+(`tokswap.offline.corpus.build_corpus`): identical-token counts (raw strings vs bytes), BLEU-1 and semantic
 similarity of our alignment against three baselines, the self-check precision, the largest
 in-degree with and without CSLS, and the paper's relative-representation matching for comparison.
 Then the matching of a 152k-row target space to a 49k-row source space (random vectors, 300 dims):
@@ -25,7 +25,7 @@ PAIRS = (("smollm2", "qwen2.5"), ("gpt-neox", "qwen2.5"), ("gpt-neox", "gemma3")
 
 _MATCH_SNIPPET = r"""
 import json, resource, sys, time, torch
-from tokswap.matching import nearest_neighbours
+from tokswap.align.matching import nearest_neighbours
 num_targets, num_sources, dim, search_dim, chunk = (int(x) for x in sys.argv[1:6])
 g = torch.Generator().manual_seed(0)
 keys = torch.randn(num_sources, dim, generator=g)
@@ -65,9 +65,9 @@ def main(argv=None) -> int:
     parser.add_argument("--output", default="bench/results/alignment.md")
     args = parser.parse_args(argv)
 
-    from tokswap.aligner import AlignmentConfig, align_tokenizers
-    from tokswap.assets import load_tokenizer
-    from tokswap.corpus import build_corpus
+    from tokswap.align.pipeline import AlignmentConfig, align_tokenizers
+    from tokswap.offline.assets import load_tokenizer
+    from tokswap.offline.corpus import build_corpus
 
     started = time.perf_counter()
     corpus = build_corpus(total_bytes=args.corpus_bytes, seed=0)
@@ -115,7 +115,7 @@ def write_report(args, results, matching, total) -> None:
         f"--iterations {args.iterations} --min-count {args.min_count}` (total {total / 60:.1f} min on the 2-core "
         f"CPU; load average at the end {__import__('os').getloadavg()[0]:.1f}).",
         "",
-        f"Corpus: `tokswap.corpus.build_corpus(total_bytes={args.corpus_bytes}, seed=0)` (train split for GloVe, test "
+        f"Corpus: `tokswap.offline.corpus.build_corpus(total_bytes={args.corpus_bytes}, seed=0)` (train split for GloVe, test "
         f"split for BLEU-1/similarity). GloVe: {args.dim} dims, {args.iterations} iterations (the paper: 300/15), window 15, x_max 10, alpha 0.75, min count "
         f"{args.min_count}. Matching: Procrustes on all identical pairs both GloVe spaces trained (90%), "
         "CSLS k=10; 10% of those pairs held out for the self-check.",

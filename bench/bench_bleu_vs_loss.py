@@ -8,7 +8,7 @@ demo's settings on the default corpus unless `--alignment DIR` is given) by send
 rows to uniformly random source tokens (seeded):
 - series "glove": a fraction of the GloVe-matched rows only (identical-token rows kept);
 - series "matched": the same fraction of all GloVe-matched *and* identical-token rows.
-Each alignment is scored by BLEU-1 (`tokswap.metrics.bleu1` on held-out segments; the reverse map is
+Each alignment is scored by BLEU-1 (`tokswap.align.quality.bleu1` on held-out segments; the reverse map is
 derived from `target_to_source` for every alignment, so all points are scored the same way) and used to
 swap SmolLM2-135M's vocabulary (`tokalign` init, no training); the loss is measured right after the swap
 on held-out text of each domain (`tokswap.evaluation.bits_per_byte`), in bits per byte and in nats per
@@ -70,12 +70,12 @@ def main(argv=None) -> int:
     from transformers import AutoModelForCausalLM
 
     from tokswap import TokenAlignment
-    from tokswap.aligner import AlignmentConfig, _segments, align_tokenizers
-    from tokswap.assets import load_tokenizer, model_path
-    from tokswap.corpus import build_corpus
-    from tokswap.demo import DemoConfig, heldout_by_domain
+    from tokswap.align.pipeline import AlignmentConfig, _segments, align_tokenizers
+    from tokswap.offline.assets import load_tokenizer, model_path
+    from tokswap.offline.corpus import build_corpus
+    from tokswap.cli.demo import DemoConfig, heldout_by_domain
     from tokswap.evaluation import LN2, bits_per_byte
-    from tokswap.metrics import bleu1, source_to_target_map
+    from tokswap.align.quality import bleu1, source_to_target_map
     from tokswap.surgery import swap_vocabulary
 
     started = time.perf_counter()

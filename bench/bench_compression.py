@@ -4,7 +4,7 @@ compared with the source model's (SmolLM2) tokenizer.
 Usage:
     python bench/bench_compression.py --output bench/results/compression.md
 
-Text: `tokswap.corpus.heldout_by_language()` (held-out chunks of Wikipedia, the Debian handbook, man
+Text: `tokswap.offline.corpus.heldout_by_language()` (held-out chunks of Wikipedia, the Debian handbook, man
 pages, code, math, and UDHR articles 26-30 in hundreds of languages; never trained on). Token counts
 exclude special tokens. `change = 100 * (target - source) / source`: negative means the target tokenizer
 needs fewer tokens than SmolLM2's (compresses better).
@@ -31,8 +31,8 @@ TARGETS = ("qwen2.5", "llama3", "gemma3", "gpt-neox")
 
 def measure(source_name: str, target_names, min_bytes: int, max_docs: int) -> dict:
     """Token counts of every tokenizer on every held-out language, and the change vs the source."""
-    from tokswap.assets import load_tokenizer
-    from tokswap.corpus import heldout_by_language
+    from tokswap.offline.assets import load_tokenizer
+    from tokswap.offline.corpus import heldout_by_language
     from tokswap.evaluation import compression
 
     heldout = heldout_by_language(max_docs_per_language=max_docs)
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
             f"Command: `{command.strip()}`  \n"
             f"Time: {elapsed:.1f} s on {platform.machine()} ({platform.python_version()}), "
             "including building the held-out set when it is not cached.\n\n"
-            f"Source tokenizer: `{result['source']}` (SmolLM2). Text: `tokswap.corpus.heldout_by_language()` "
+            f"Source tokenizer: `{result['source']}` (SmolLM2). Text: `tokswap.offline.corpus.heldout_by_language()` "
             "(never trained on). Cells: `100 * (target tokens - source tokens) / source tokens`; "
             "negative = the target tokenizer needs fewer tokens. Special tokens are not counted.\n\n"
             + table + "\n"

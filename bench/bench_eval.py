@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from tokswap import evaluation as ev
-from tokswap.assets import load_tokenizer, model_path
+from tokswap.offline.assets import load_tokenizer, model_path
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     reference = load_tokenizer(args.compare_tokenizer) if args.compare_tokenizer and not args.no_heldout else None
     load_seconds = time.perf_counter() - started
 
-    from tokswap.corpus import heldout_by_language
+    from tokswap.offline.corpus import heldout_by_language
 
     languages = [x for x in args.languages.split(",") if x]
     tasks = ev._split_tasks(args.tasks)
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
         "OLMES cloze prompts), first "
         f"{args.limit} questions per task; `acc` = highest summed log-likelihood, `acc_norm` = highest "
         "log-likelihood per character (lm-evaluation-harness's definitions); stderr = sample std / sqrt(n). "
-        (f"Bits per byte: `tokswap.corpus.heldout_by_language()`, first {args.max_bytes} bytes per key, each text "
+        (f"Bits per byte: `tokswap.offline.corpus.heldout_by_language()`, first {args.max_bytes} bytes per key, each text "
          "scored from a prefix token (the tokenizer's BOS, `<|im_start|>` here) with every text token counted, "
          "windows of 1024 tokens." if heldout else ""),
         "",

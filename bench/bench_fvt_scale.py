@@ -19,7 +19,7 @@ from bench_init_methods import shared_rows_alignment  # noqa: E402
 
 
 def main(factors):
-    from tokswap import assets
+    from tokswap.offline import assets
     from tokswap.init_methods import ScaledFVTInit
 
     _, pieces = lb.split_documents(lb.load_domain_documents(), lb.DOMAINS, 4000, 2_000_000)

@@ -40,10 +40,10 @@ DEFAULT_GLOVE_REPO = os.environ.get("GLOVE_REPO") or "https://github.com/stanfor
 
 # --------------------------------------------------------------------------- corpus
 def tokenizer_file(name: str) -> Path:
-    """A tokenizer.json: a file path, or a tokswap tokenizer asset name (fetched and cached by tokswap.assets)."""
+    """A tokenizer.json: a file path, or a tokswap tokenizer asset name (fetched and cached by tokswap.offline.assets)."""
     if os.path.isfile(name):
         return Path(name)
-    from tokswap.assets import tokenizer_path
+    from tokswap.offline.assets import tokenizer_path
 
     return tokenizer_path(name) / "tokenizer.json"
 
@@ -114,7 +114,7 @@ def build_stanford_glove(repo: str) -> Path:
 
 OURS_COUNT = r"""
 import json, sys, time, numpy as np
-from tokswap.cooccurrence import count_cooccurrences
+from tokswap.align.cooccurrence import count_cooccurrences
 corpus, out, window, min_count, skip = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
 data = np.load(corpus)
 docs = np.split(data["ids"], np.cumsum(data["lengths"])[:-1])
@@ -128,8 +128,8 @@ print(json.dumps({"seconds": seconds, "nnz": cooc.nnz, "kept": int(cooc.kept_tok
 
 OURS_TRAIN = r"""
 import json, sys, time, numpy as np, torch
-from tokswap.cooccurrence import CooccurrenceMatrix
-from tokswap import glove
+from tokswap.align.cooccurrence import CooccurrenceMatrix
+from tokswap.align import glove
 cooc_path, out, dim, iterations, threads, batch, seed = sys.argv[1:8]
 cooc = CooccurrenceMatrix.load(cooc_path)
 import resource
@@ -284,7 +284,7 @@ def main():
         print("[bench] tokswap: counting...", flush=True)
         ours_exact = run_ours_count(corpus_npz, work / "cooc_exact.npz", args, skip_rare=True)
         ours_onepass = run_ours_count(corpus_npz, work / "cooc_onepass.npz", args, skip_rare=False)
-        from tokswap.cooccurrence import CooccurrenceMatrix
+        from tokswap.align.cooccurrence import CooccurrenceMatrix
 
         ours_cooc = CooccurrenceMatrix.load(work / "cooc_exact.npz")
         c_matrix = read_c_cooccurrences(work / "cooc.bin", work / "vocab.txt", vocab_size)
@@ -302,7 +302,7 @@ def main():
         ours_1t = run_ours_train(work / "cooc_exact.npz", work / "ours_1t.npz", args, 1, 1)
         print(f"[bench] ours: {ours}\n[bench] ours 1 thread: {ours_1t}", flush=True)
 
-        from tokswap.glove import GloveVectors, load_stanford_vectors
+        from tokswap.align.glove import GloveVectors, load_stanford_vectors
 
         ours_vectors = GloveVectors.load(work / "ours.npz")
         c_vectors = load_stanford_vectors(work / "vectors.txt", vocab_size, dim=args.dim)
@@ -326,7 +326,7 @@ def main():
             f"tokenizer {args.tokenizer}, vocab {vocab_size}), window {args.window}, min count {args.min_count}, "
             f"dim {args.dim}, {args.iterations} iterations, {args.threads} threads.\n"
             "- vectors.txt: C tool output (-model 2: word+context), words are token ids; read with "
-            "tokswap.glove.load_stanford_vectors(path, vocab_size).\n"
+            "tokswap.align.glove.load_stanford_vectors(path, vocab_size).\n"
             "- tokswap_glove.npz: tokswap vectors (GloveVectors.load); cooccurrence.npz: the shared counts "
             "(CooccurrenceMatrix.load); corpus_ids.npz: ids/lengths/vocab_size.\n"
         )

@@ -4,7 +4,7 @@ same matching code.
 Both tokenizers' id streams of one corpus go through the C tool (vocab_count, cooccur, shuffle, glove;
 built in a temporary folder, never kept) and through tokswap (`count_cooccurrences` in the C tool's mode,
 `train_glove`), with the same window, min count, dimensions and iterations. The two sets of vectors are
-then matched by the same `tokswap.aligner.build_alignment` and scored by the same BLEU-1 on held-out text.
+then matched by the same `tokswap.align.pipeline.build_alignment` and scored by the same BLEU-1 on held-out text.
 
     python bench/bench_glove_quality.py --source smollm2 --target qwen2.5 --corpus-bytes 8000000 \
         --dim 100 --iterations 10 --output bench/results/glove_quality.md
@@ -54,11 +54,11 @@ def main(argv=None) -> int:
     parser.add_argument("--output", default="bench/results/glove_quality.md")
     args = parser.parse_args(argv)
 
-    from tokswap.aligner import AlignmentConfig, _segments, build_alignment, evaluate_alignment
-    from tokswap.assets import load_tokenizer
-    from tokswap.cooccurrence import count_cooccurrences
-    from tokswap.corpus import build_corpus
-    from tokswap.glove import GloveConfig, load_stanford_vectors, train_glove
+    from tokswap.align.pipeline import AlignmentConfig, _segments, build_alignment, evaluate_alignment
+    from tokswap.offline.assets import load_tokenizer
+    from tokswap.align.cooccurrence import count_cooccurrences
+    from tokswap.offline.corpus import build_corpus
+    from tokswap.align.glove import GloveConfig, load_stanford_vectors, train_glove
 
     started = time.perf_counter()
     corpus = build_corpus(total_bytes=args.corpus_bytes, seed=0)
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
         f"Command: `python bench/bench_glove_quality.py {' '.join(sys.argv[1:])}` "
         f"({(time.perf_counter() - started) / 60:.1f} min).",
         "",
-        f"{args.source} -> {args.target}, `tokswap.corpus.build_corpus({args.corpus_bytes})` train split for GloVe, "
+        f"{args.source} -> {args.target}, `tokswap.offline.corpus.build_corpus({args.corpus_bytes})` train split for GloVe, "
         f"{len(eval_texts)} held-out segments for BLEU-1; window {args.window}, min count {args.min_count}, "
         f"{args.dim} dims, {args.iterations} iterations, {args.threads} threads; the same counts (C tool mode), the "
         "same `build_alignment` (Procrustes + CSLS) and the same BLEU-1.",

@@ -3,7 +3,7 @@
 SmolLM2-135M-Instruct (tokswap asset `smollm2-135m`) is given the Qwen2.5 and Llama-3 tokenizers
 with each init method of `tokswap.init_methods`, with no training, and scored on held-out text per
 domain/language (bits per byte: comparable across tokenizers). The unswapped model is the
-reference. The TokAlign alignment is computed with `tokswap.aligner.align_tokenizers` on a corpus
+reference. The TokAlign alignment is computed with `tokswap.align.pipeline.align_tokenizers` on a corpus
 built here from the offline assets, disjoint from the held-out text.
 
     python bench/bench_init_methods.py [--targets qwen2.5 llama3] [--heldout-bytes 2000]
@@ -36,7 +36,7 @@ HANDBOOK_LANGUAGES = {"de": "de-DE", "ja": "ja-JP", "zh": "zh-CN", "ru": "ru-RU"
 
 
 def _packages() -> Path:
-    from tokswap import assets
+    from tokswap.offline import assets
 
     return assets.package_root
 
@@ -114,7 +114,7 @@ def alignment_dir(target: str) -> Path:
 
 
 def shared_rows_alignment(source_tok, target_tok):
-    """The alignment's shared rows only, built exactly as `tokswap.aligner.build_alignment` marks them
+    """The alignment's shared rows only, built exactly as `tokswap.align.pipeline.build_alignment` marks them
     (byte-identical tokens -> IDENTICAL, special tokens by role -> SPECIAL), every other row FALLBACK.
 
     The baselines (`random`, `random_permutation`, `mean`, `multivariate`, `fvt`, `focus`) read only
@@ -123,7 +123,7 @@ def shared_rows_alignment(source_tok, target_tok):
     import numpy as np
 
     from tokswap.alignment import RowSource, TokenAlignment, tokenizer_fingerprint
-    from tokswap.vocab import identical_token_pairs, special_token_pairs
+    from tokswap.align.vocab import identical_token_pairs, special_token_pairs
 
     n = len(target_tok)
     target_to_source = np.zeros(n, dtype=np.int64)
@@ -148,7 +148,7 @@ def get_alignment(source_tok, target_tok, target: str, train_texts, glove_dim: i
     folder = alignment_dir(target).with_name(f"smollm2-{target}-d{glove_dim}-it{glove_iterations}{gate}")
     if (folder / "alignment_config.json").is_file():
         return TokenAlignment.from_pretrained(folder), 0.0
-    from tokswap.aligner import AlignmentConfig, align_tokenizers
+    from tokswap.align.pipeline import AlignmentConfig, align_tokenizers
 
     started = time.perf_counter()
     config = AlignmentConfig(dim=glove_dim, iterations=glove_iterations, min_match_precision=min_match_precision)
@@ -204,7 +204,7 @@ def main(argv=None) -> int:
 
     from transformers import AutoModelForCausalLM
 
-    from tokswap import assets
+    from tokswap.offline import assets
     from tokswap.init_methods import INIT_METHODS
     from tokswap.swapper import TokenizerSwapper
 

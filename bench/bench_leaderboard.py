@@ -183,7 +183,7 @@ def assert_disjoint(heldout: dict, pieces: list) -> None:
 def spells_text(tokenizer, ids: list, text: str) -> bool:
     """Whether the tokens spell `text` byte for byte (self-distillation drops texts where they do not)."""
     try:
-        from tokswap.byte_alignment import token_byte_ends
+        from tokswap.align.byte_offsets import token_byte_ends
     except ImportError:
         return True
     return token_byte_ends(tokenizer, ids, text) is not None
@@ -296,13 +296,13 @@ def zero_shot(model, tokenizer, tasks: list, limit: int) -> dict:
 def load_source_model():
     from transformers import AutoModelForCausalLM
 
-    from tokswap import assets
+    from tokswap.offline import assets
 
     return AutoModelForCausalLM.from_pretrained(assets.model_path(SOURCE_MODEL), dtype=torch.float32).eval()
 
 
 def load_target_tokenizer(name: str):
-    from tokswap import assets
+    from tokswap.offline import assets
 
     tokenizer = assets.load_tokenizer(name)
     if tokenizer.eos_token is None and "<|end_of_text|>" in tokenizer.get_vocab():
@@ -333,7 +333,7 @@ def is_seed_dependent(name: str) -> bool:
 
 
 def compute_alignment(source_tok, target_tok, train_texts: list, seed: int, args):
-    from tokswap.aligner import AlignmentConfig, align_tokenizers
+    from tokswap.align.pipeline import AlignmentConfig, align_tokenizers
 
     config = AlignmentConfig(glove_seed=seed, anchor_seed=seed, dim=args.glove_dim, iterations=args.glove_iterations)
     return align_tokenizers(source_tok, target_tok, corpus=train_texts, config=config, progress=False)
@@ -445,7 +445,7 @@ def load_donor(name: str, target_tok):
     """A model asset that uses `target_tok`'s vocabulary (its padding rows aside), to serve as a donor space."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from tokswap import assets
+    from tokswap.offline import assets
 
     folder = assets.model_path(name)
     donor_vocab, target_vocab = AutoTokenizer.from_pretrained(folder).get_vocab(), target_tok.get_vocab()
@@ -761,7 +761,7 @@ def main(argv=None) -> int:
     if args.table:
         print(write_table(args.output))
         return 0
-    from tokswap import assets
+    from tokswap.offline import assets
 
     torch.manual_seed(0)
     started = time.perf_counter()

@@ -41,7 +41,7 @@ def main(arms, steps):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
 
-    from tokswap import assets
+    from tokswap.offline import assets
     from tokswap.swapper import TokenizerSwapper
     from tokswap.training import VocabAdaptationConfig, adapt_vocabulary
 

@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     parser.add_argument("--init-method", default="tokalign")
     args = parser.parse_args(argv)
 
-    from tokswap import assets
+    from tokswap.offline import assets
     from tokswap.surgery import swap_vocabulary
 
     source_tokenizer, target_tokenizer = assets.load_tokenizer("gpt-neox"), assets.load_tokenizer(args.target)

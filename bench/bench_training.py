@@ -44,8 +44,8 @@ def main(argv=None) -> int:
 
     import torch
 
-    from tokswap.assets import model_path
-    from tokswap.corpus import build_corpus
+    from tokswap.offline.assets import model_path
+    from tokswap.offline.corpus import build_corpus
     from tokswap.evaluation import bits_per_byte
     from tokswap.swapper import TokenizerSwapper
     from tokswap.training import VocabAdaptationConfig, adapt_vocabulary

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Compute TokAlign alignments for popular tokenizer pairs and publish them on a Hub.
 
-Every file comes out of the pipeline: tokenizers from `tokswap.assets`, the alignment from
-`tokswap.aligner.align_tokenizers`, the repo (arrays, config, card) and the index entry from
+Every file comes out of the pipeline: tokenizers from `tokswap.offline.assets`, the alignment from
+`tokswap.align.pipeline.align_tokenizers`, the repo (arrays, config, card) and the index entry from
 `tokswap.hub.push_alignment`. Nothing is written by hand.
 
 Examples:
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-# Popular pairs (source:target, names from `tokswap.assets`). Both directions where people swap
+# Popular pairs (source:target, names from `tokswap.offline.assets`). Both directions where people swap
 # both ways; Qwen2.5 and Qwen3 share their BPE, so that pair is left out.
 POPULAR_PAIRS = (
     "smollm2:qwen2.5", "qwen2.5:smollm2",
@@ -130,8 +130,8 @@ def main(argv=None) -> int:
     if args.namespace:
         os.environ["TOKSWAP_ALIGNMENT_NAMESPACE"] = args.namespace
 
-    from tokswap import assets
-    from tokswap.aligner import AlignmentConfig, align_tokenizers
+    from tokswap.offline import assets
+    from tokswap.align.pipeline import AlignmentConfig, align_tokenizers
     from tokswap.hub import alignment_repo_id, push_alignment
 
     overrides = {}

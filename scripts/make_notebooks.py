@@ -164,7 +164,7 @@ PUSH_TO = None              # e.g. "your-name/smollm2-135m_to_qwen2.5-0.5b" to p
 """, tags=["parameters"]),
         md("## Compute"),
         code("""
-from tokswap.aligner import AlignmentConfig, align_tokenizers, summary_table
+from tokswap.align.pipeline import AlignmentConfig, align_tokenizers, summary_table
 from tokswap.swapper import load_tokenizer
 
 source = load_tokenizer(SOURCE_TOKENIZER)

@@ -109,9 +109,9 @@ def hub(hub_token):
 def hub_asset(hub):
     """Factory publishing real tokswap assets on the loopback Hub (each at most once per session)."""
     try:
-        assets = importlib.import_module("tokswap.assets")
+        assets = importlib.import_module("tokswap.offline.assets")
     except ImportError:
-        pytest.skip("tokswap.assets is not available")
+        pytest.skip("tokswap.offline.assets is not available")
     seeded = {}
 
     def publish(name: str) -> str:

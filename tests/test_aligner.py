@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from tokswap.aligner import (
+from tokswap.align.pipeline import (
     AlignmentConfig,
     CorpusTooSmallError,
     NoOverlapError,
@@ -15,14 +15,14 @@ from tokswap.aligner import (
     register_cli,
 )
 from tokswap.alignment import AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
-from tokswap.metrics import baseline_alignment, bleu1, source_to_target_map
+from tokswap.align.quality import baseline_alignment, bleu1, source_to_target_map
 
 pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
 
 
 @pytest.fixture(scope="module")
 def tokenizers():
-    from tokswap.assets import load_tokenizer
+    from tokswap.offline.assets import load_tokenizer
 
     return {name: load_tokenizer(name) for name in ("smollm2", "qwen2.5", "gpt-neox")}
 
@@ -30,7 +30,7 @@ def tokenizers():
 @pytest.fixture(scope="module")
 def tiny_alignment(tokenizers):
     """SmolLM2 -> Qwen2.5 on 300 KB of the default corpus, 32-dim GloVe, 5 iterations."""
-    from tokswap.corpus import build_corpus
+    from tokswap.offline.corpus import build_corpus
 
     corpus = build_corpus(total_bytes=300_000, seed=0)
     config = AlignmentConfig(

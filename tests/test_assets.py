@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tokswap import assets
-from tokswap.assets import ASSET_HUB_IDS, AssetError, PackageSource
+from tokswap.offline import assets
+from tokswap.offline.assets import ASSET_HUB_IDS, AssetError, PackageSource
 
 # (asset name, "Hello world" ids without specials, len(tokenizer), bos, eos, pad, unk, has chat template)
 TOKENIZER_FACTS = [

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from huggingface_hub import ModelCard
 
-from tokswap import cards
+from tokswap.hub import cards
 from tokswap.alignment import RowSource, TokenAlignment
 
 pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub

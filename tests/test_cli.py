@@ -59,7 +59,7 @@ ASSET_ARGUMENTS = {
 
 @pytest.mark.parametrize("command", sorted(ASSET_ARGUMENTS))
 def test_examples_name_real_assets(command, capsys):
-    from tokswap import assets
+    from tokswap.offline import assets
 
     known = {name.lower() for name in (*assets.ASSET_HUB_IDS, *assets._MODEL_ALIASES, *assets._TOKENIZER_ALIASES)}
     for words in help_examples(command, capsys):

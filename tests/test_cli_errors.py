@@ -133,10 +133,10 @@ def no_loading(monkeypatch):
 
     for name in ("AutoModelForCausalLM", "AutoTokenizer"):
         monkeypatch.setattr(getattr(transformers, name), "from_pretrained", _never_load)
-    import tokswap.assets
+    import tokswap.offline.assets
 
     for name in ("model_path", "tokenizer_path", "package_root"):
-        monkeypatch.setattr(tokswap.assets, name, _never_load)
+        monkeypatch.setattr(tokswap.offline.assets, name, _never_load)
 
 
 @pytest.mark.parametrize(("argv", "fragment"), [case[1:] for case in CASES], ids=[case[0] for case in CASES])

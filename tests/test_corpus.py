@@ -1,6 +1,6 @@
 """The mixed corpus: byte mix, determinism, a stable disjoint split, per-language held-out text.
 
-Uses the real sources (fetched once into the tokswap cache by `tokswap.assets`).
+Uses the real sources (fetched once into the tokswap cache by `tokswap.offline.assets`).
 """
 
 import collections
@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from tokswap import corpus as corpus_module
-from tokswap.corpus import (
+from tokswap.offline import corpus as corpus_module
+from tokswap.offline.corpus import (
     MAX_CHUNK_BYTES,
     CorpusError,
     build_corpus,
@@ -163,7 +163,7 @@ def test_a_binary_file_is_refused_with_the_fix(tmp_path):
 
 
 def test_alignment_and_training_read_one_document_per_line(tmp_path):
-    from tokswap.aligner import load_corpus
+    from tokswap.align.pipeline import load_corpus
     from tokswap.training import load_training_dataset
 
     path = tmp_path / "dump.txt"

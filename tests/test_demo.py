@@ -40,7 +40,7 @@ def alignment_namespace():
 
 @pytest.fixture(scope="module")
 def quick_demo(tmp_path_factory, alignment_namespace):
-    from tokswap.demo import DemoConfig, run_demo
+    from tokswap.cli.demo import DemoConfig, run_demo
 
     output = tmp_path_factory.mktemp("demo") / "swapped"
     printed = io.StringIO()
@@ -108,7 +108,7 @@ def test_saved_model_reproduces_the_printed_numbers(quick_demo):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from tokswap.demo import EVAL_BATCH_SIZE, EVAL_MAX_LENGTH
+    from tokswap.cli.demo import EVAL_BATCH_SIZE, EVAL_MAX_LENGTH
     from tokswap.evaluation import evaluate
 
     output, results, printed, _ = quick_demo
@@ -151,8 +151,8 @@ def test_tokswap_eval_command_reproduces_the_demo(quick_demo, capsys):
 def test_prebuilt_alignment_on_the_hub_is_used(quick_demo, hub):
     """Once the alignment is on the (loopback) Hub, the demo's alignment step takes it instead of computing."""
     from tokswap import TokenAlignment
-    from tokswap.assets import load_tokenizer
-    from tokswap.demo import DemoConfig, _get_alignment, _Steps
+    from tokswap.offline.assets import load_tokenizer
+    from tokswap.cli.demo import DemoConfig, _get_alignment, _Steps
     from tokswap.hub import push_alignment
 
     output, _, _, config = quick_demo

@@ -198,7 +198,7 @@ def test_cli_draft_without_text_is_a_one_line_user_error(pair, tmp_path, capsys)
 
 
 def test_a_drafts_card_names_the_big_model_and_its_measurements(draft):
-    from tokswap.cards import render_model_card
+    from tokswap.hub.cards import render_model_card
 
     record = {
         **draft.swap_record,

@@ -439,7 +439,7 @@ def test_real_task_sizes():
 def smollm2():
     from transformers import AutoModelForCausalLM
 
-    from tokswap.assets import load_tokenizer, model_path
+    from tokswap.offline.assets import load_tokenizer, model_path
 
     path = model_path("smollm2-135m")
     return AutoModelForCausalLM.from_pretrained(path).eval(), load_tokenizer(str(path))

@@ -5,9 +5,9 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from tokswap.cooccurrence import CooccurrenceCounter, CooccurrenceError, CooccurrenceMatrix, count_cooccurrences
+from tokswap.align.cooccurrence import CooccurrenceCounter, CooccurrenceError, CooccurrenceMatrix, count_cooccurrences
 from tokswap.errors import TokswapError
-from tokswap.glove import GloveConfig, GloveError, GloveVectors, load_stanford_vectors, train_glove
+from tokswap.align.glove import GloveConfig, GloveError, GloveVectors, load_stanford_vectors, train_glove
 
 
 def naive_counts(documents, window, symmetric=True, distance_weighting=True, keep=None):
@@ -224,7 +224,7 @@ def test_glove_errors():
 def test_pair_permutation_visits_every_pair_once(n, batch_size):
     import torch
 
-    from tokswap.glove import _PairPermutation
+    from tokswap.align.glove import _PairPermutation
 
     permutation = _PairPermutation(n, batch_size, torch.Generator().manual_seed(n), "cpu")
     chunks = [permutation.chunk(index) for index in range(permutation.num_chunks)]
@@ -238,7 +238,7 @@ def test_pair_permutation_visits_every_pair_once(n, batch_size):
 def test_pair_permutations_differ_between_keys_and_look_shuffled():
     import torch
 
-    from tokswap.glove import _PairPermutation
+    from tokswap.align.glove import _PairPermutation
 
     generator = torch.Generator().manual_seed(0)
     n = 100_000
@@ -260,7 +260,7 @@ def test_pair_source_reads_the_csr_pairs_in_compact_ids():
     import scipy.sparse as sp
     import torch
 
-    from tokswap.glove import _PairSource
+    from tokswap.align.glove import _PairSource
 
     matrix = sp.random(60, 60, density=0.1, random_state=1, format="csr", dtype=np.float32)
     matrix.data += 0.1
@@ -278,7 +278,7 @@ def test_pair_source_reads_the_csr_pairs_in_compact_ids():
 
 
 def test_chunked_updates_equal_one_block(planted_cooc, monkeypatch):
-    import tokswap.glove as glove
+    import tokswap.align.glove as glove
 
     whole = train_glove(planted_cooc, small_config(iterations=2), progress=False)
     monkeypatch.setattr(glove, "_UPDATE_CHUNK_ROWS", 3)

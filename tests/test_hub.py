@@ -174,9 +174,9 @@ def _no_recompute(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("align_tokenizers was called: the prebuilt alignment was not used")
 
-    import tokswap.aligner
+    import tokswap.align.pipeline
 
-    monkeypatch.setattr(tokswap.aligner, "align_tokenizers", refuse)
+    monkeypatch.setattr(tokswap.align.pipeline, "align_tokenizers", refuse)
 
 
 def _files_containing(folder, secret: str) -> list:

@@ -108,7 +108,7 @@ def test_push_model_and_tokenizer_then_load_back(hub, hub_api, new_repo_id, fres
 def test_real_tokenizer_published_and_pushed(hub_asset, new_repo_id, fresh_hf_cache):
     from transformers import AutoTokenizer
 
-    repo_id = hub_asset("gpt-neox")  # the GPT-NeoX tokenizer of tokswap.assets, under its Hub id
+    repo_id = hub_asset("gpt-neox")  # the GPT-NeoX tokenizer of tokswap.offline.assets, under its Hub id
     original = AutoTokenizer.from_pretrained(repo_id)
     assert original("Hello world", add_special_tokens=False)["input_ids"] == [12092, 1533]
 

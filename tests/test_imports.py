@@ -1,4 +1,7 @@
-"""Every module imports on its own, and tokswap's module-level imports form no circle."""
+"""The house's shape: every module imports on its own, no import circle, and no module imports one above it.
+
+Imports inside functions count too: a lazy import is still a dependency, only a cheaper one.
+"""
 
 import ast
 import subprocess
@@ -8,50 +11,122 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tokswap"
-MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__"))
 
 
-def module_level_imports(path: Path) -> set:
-    """tokswap modules that `path` imports at module level (not inside functions)."""
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = sorted(module_name(p) for p in PACKAGE.rglob("*.py") if p.stem != "__main__")
+
+# Floors, from the ground up. A module may import from its own floor or any floor below, never above.
+# `tokswap` itself (lazy exports) and `tokswap.testing` (the loopback Hub, off the product's path) stand aside.
+FLOORS = [
+    ["tokswap.errors", "tokswap.constants", "tokswap.telemetry", "tokswap.utils"],
+    ["tokswap.offline"],
+    ["tokswap.alignment"],
+    ["tokswap.align.vocab", "tokswap.align.cooccurrence", "tokswap.align.glove", "tokswap.align.matching",
+     "tokswap.align.byte_offsets", "tokswap.align.quality", "tokswap.hub.naming"],
+    ["tokswap.align", "tokswap.loading", "tokswap.modeling", "tokswap.hub.download"],
+    ["tokswap.init_methods", "tokswap.surgery", "tokswap.evaluation", "tokswap.hub.cards"],
+    ["tokswap.trainer_utils", "tokswap.hub.push", "tokswap.hub"],
+    ["tokswap.self_distillation", "tokswap.distillation", "tokswap.training", "tokswap.drafting"],
+    ["tokswap.swapper"],
+    ["tokswap.cli"],
+]
+
+
+def floor_of(module: str) -> int:
+    """The floor of the longest listed prefix of `module` (`tokswap.align.pipeline` -> `tokswap.align`)."""
+    best, floor = "", None
+    for level, names in enumerate(FLOORS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and len(name) > len(best):
+                best, floor = name, level
+    return floor
+
+
+def imports_of(path: Path, module_level_only: bool = False) -> set:
+    """The tokswap modules `path` imports (absolute names; `from tokswap.x import y` counts y when it is a module)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = tree.body if module_level_only else ast.walk(tree)
     found = set()
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.ImportFrom):
-            if node.level == 1 and node.module:
-                found.add(node.module.split(".")[0])
-            elif node.level == 1:
-                found.update(alias.name for alias in node.names)
-            elif node.module and node.module.startswith("tokswap."):
-                found.add(node.module.split(".")[1])
-    return found & set(MODULES)
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "tokswap" and not node.level:
+            for alias in node.names:
+                child = f"{node.module}.{alias.name}"
+                found.add(child if child in MODULES else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "tokswap")
+    return found
 
 
-def test_module_level_imports_have_no_cycle():
-    graph = {name: module_level_imports(PACKAGE / f"{name}.py") for name in MODULES}
+def test_imports_are_absolute():
+    relative = [module_name(p) for p in PACKAGE.rglob("*.py")
+                if any(isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(ast.parse(p.read_text())))]
+    assert not relative, f"relative imports in {relative}: write `from tokswap.x import y` so floors are checkable"
+
+
+def test_every_module_has_a_floor():
+    homeless = [m for m in MODULES if m != "tokswap" and not m.startswith("tokswap.testing") and floor_of(m) is None]
+    assert not homeless, f"add these modules to FLOORS: {homeless}"
+
+
+def test_no_module_imports_from_a_floor_above_it():
+    upward = []
+    for path in PACKAGE.rglob("*.py"):
+        module = module_name(path)
+        if module == "tokswap" or module.startswith("tokswap.testing") or path.stem == "__main__":
+            continue
+        for dep in imports_of(path):
+            if dep == "tokswap" or dep.startswith("tokswap.testing"):
+                if dep == "tokswap":
+                    upward.append(f"{module} -> tokswap (import from the defining module instead)")
+                continue
+            if floor_of(dep) is not None and floor_of(dep) > floor_of(module):
+                upward.append(f"{module} (floor {floor_of(module)}) -> {dep} (floor {floor_of(dep)})")
+    assert not upward, "imports going up:\n" + "\n".join(sorted(upward))
+
+
+def test_imports_have_no_cycle():
+    graph = {module_name(p): imports_of(p) for p in PACKAGE.rglob("*.py") if p.stem != "__main__"}
     state = {}
 
-    def visit(name, path):
+    def visit(name, trail):
         state[name] = "open"
-        for dep in graph[name]:
-            assert state.get(dep) != "open", "import cycle: " + " -> ".join(path + [dep])
+        for dep in sorted(graph.get(name, ())):
+            assert state.get(dep) != "open", "import cycle: " + " -> ".join(trail + [dep])
             if dep not in state:
-                visit(dep, path + [dep])
+                visit(dep, trail + [dep])
         state[name] = "done"
 
-    for name in MODULES:
-        if name not in state:
+    for name in sorted(graph):
+        if name != "tokswap" and name not in state:
             visit(name, [name])
 
 
 def test_cards_do_not_import_the_hub_client():
-    graph = {name: module_level_imports(PACKAGE / f"{name}.py") for name in MODULES}
-    assert "hub" not in graph["cards"]
-    assert "from .hub import" not in (PACKAGE / "cards.py").read_text(encoding="utf-8")
+    assert not any(dep in ("tokswap.hub", "tokswap.hub.push") for dep in imports_of(PACKAGE / "hub" / "cards.py"))
+
+
+def test_no_import_error_fallbacks_around_tokswap_modules():
+    """`except ImportError` is for optional third-party packages, never tokswap's own modules."""
+    guarded = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Try) and any(
+                isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError") for h in node.handlers
+            ):
+                body = ast.Module(body=node.body, type_ignores=[])
+                if any(isinstance(n, ast.ImportFrom) and (n.level or (n.module or "").startswith("tokswap"))
+                       for n in ast.walk(body)):
+                    guarded.append(f"{module_name(path)}:{node.lineno}")
+    assert not guarded, f"ImportError caught around tokswap's own imports: {guarded}"
 
 
 @pytest.mark.slow  # a fresh interpreter per module
 @pytest.mark.parametrize("module", MODULES)
 def test_each_module_imports_alone(module):
-    result = subprocess.run(
-        [sys.executable, "-c", f"import tokswap.{module}"], capture_output=True, text=True, timeout=300
-    )
+    result = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from tokswap.matching import (
+from tokswap.align.matching import (
     nearest_neighbours,
     normalize_rows,
     precision_at_k,

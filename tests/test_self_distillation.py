@@ -14,7 +14,7 @@ pytest.importorskip("trl")
 from datasets import Dataset  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
-from tokswap.byte_alignment import aligned_windows, chunk_ids, shared_boundaries, token_byte_ends  # noqa: E402
+from tokswap.align.byte_offsets import aligned_windows, chunk_ids, shared_boundaries, token_byte_ends  # noqa: E402
 from tokswap.self_distillation import (  # noqa: E402
     SelfDistillationConfig,
     SelfDistillationError,
@@ -77,7 +77,7 @@ def _prefix_boundaries(tokenizer, ids, text) -> set:
 @pytest.mark.slow
 @pytest.mark.parametrize("target", ["qwen2.5", "llama3", "gemma3", "gpt-neox"])
 def test_shared_boundaries_on_real_tokenizer_pairs(target):
-    from tokswap import assets
+    from tokswap.offline import assets
 
     source, other = assets.load_tokenizer("smollm2"), assets.load_tokenizer(target)
     encode = lambda tok: tok(MIXED, add_special_tokens=False)["input_ids"]  # noqa: E731

@@ -35,7 +35,7 @@ TEXTS = [
 
 # --------------------------------------------------------------------------- fixtures
 def _tokenizer(name):
-    from tokswap import assets
+    from tokswap.offline import assets
 
     tokenizer = assets.load_tokenizer(name)  # a failure to load an asset is a failure, never a skip
     if tokenizer.eos_token is None:  # the packaged Llama-3 tokenizer carries no special-token map

@@ -21,7 +21,7 @@ TEXT = "The quick brown fox jumps over the lazy dog. Всем привет! 你�
 
 
 def _tokenizer(name):
-    from tokswap import assets
+    from tokswap.offline import assets
 
     return assets.load_tokenizer(name)  # a failure to load an asset is a failure, never a skip
 
@@ -79,7 +79,7 @@ def source_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def target_dir():
-    from tokswap import assets
+    from tokswap.offline import assets
 
     return assets.tokenizer_path("qwen2.5")
 
@@ -182,7 +182,7 @@ def test_alignment_resolution_order(source_dir, target_dir, alignment_dir, monke
         return TokenAlignment.from_pretrained(alignment_dir)
 
     monkeypatch.setattr(tokswap.hub, "find_prebuilt_alignment", lambda source, target: None)
-    monkeypatch.setitem(sys.modules, "tokswap.aligner", types.SimpleNamespace(align_tokenizers=fake_align))
+    monkeypatch.setitem(sys.modules, "tokswap.align.pipeline", types.SimpleNamespace(align_tokenizers=fake_align))
     swapped = TokenizerSwapper.from_pretrained(
         str(source_dir), str(target_dir), corpus=["some text"], alignment_config={"dim": 8}
     )

@@ -3,12 +3,12 @@
 import pytest
 
 from tokswap.alignment import AlignmentError
-from tokswap.vocab import identical_token_pairs, special_token_pairs, token_bytes, tokenizer_scheme
+from tokswap.align.vocab import identical_token_pairs, special_token_pairs, token_bytes, tokenizer_scheme
 
 
 @pytest.fixture(scope="module")
 def tokenizers():
-    from tokswap.assets import load_tokenizer
+    from tokswap.offline.assets import load_tokenizer
 
     return {name: load_tokenizer(name) for name in ("gpt-neox", "gemma3", "llama3", "qwen2.5", "bert-uncased")}
 

@@ -22,8 +22,8 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from .errors import TokswapError
-from .utils import atomic_output_dir, check_local_path, get_logger, sha256_file
+from tokswap.errors import TokswapError
+from tokswap.utils import atomic_output_dir, check_local_path, get_logger, sha256_file
 
 logger = get_logger(__name__)
 
@@ -288,7 +288,7 @@ class TokenAlignment:
         """
         from safetensors.numpy import save_file
 
-        from . import __version__
+        from tokswap import __version__
 
         save_directory = Path(save_directory)
         config = {key: value for key, value in self.config.items() if key != INTEGRITY_KEY}
@@ -348,7 +348,7 @@ class TokenAlignment:
         path = Path(path_or_repo_id)
         where = str(path)
         if not path.is_dir():
-            from . import hub  # the Hub lookup lives there; a local folder needs no network
+            from tokswap import hub  # the Hub lookup lives there; a local folder needs no network
 
             where = str(path_or_repo_id)
             path = Path(hub.download_alignment(str(path_or_repo_id), trust_unverified=trust_unverified, **hub_kwargs))
@@ -385,7 +385,7 @@ class TokenAlignment:
         `repo_id` defaults to `tokswap-alignments/<source>_to_<target>`; see `tokswap.hub.push_alignment`
         for `private`, `token`, `revision`, `commit_message` and `update_index`.
         """
-        from . import hub
+        from tokswap import hub
 
         return hub.push_alignment(self, repo_id=repo_id, **kwargs)
 

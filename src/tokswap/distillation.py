@@ -38,10 +38,10 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from trl import SFTConfig, SFTTrainer
 
-from .alignment import tokenizer_fingerprint
-from .errors import TokswapError, check_positive, check_positive_int
-from .telemetry import PublicHubTelemetryMixin
-from .training import (
+from tokswap.alignment import tokenizer_fingerprint
+from tokswap.errors import TokswapError, check_positive, check_positive_int
+from tokswap.telemetry import PublicHubTelemetryMixin
+from tokswap.training import (
     add_run_arguments,
     align_special_token_ids,
     bf16_supported,
@@ -52,8 +52,8 @@ from .training import (
     resolve_resume_checkpoint,
     with_non_finite_check,
 )
-from .utils import check_local_path, get_logger
-from .utils.cli import examples_formatter
+from tokswap.utils import check_local_path, get_logger
+from tokswap.utils.cli import examples_formatter
 
 logger = get_logger(__name__)
 
@@ -637,7 +637,7 @@ def register_cli(subparsers) -> None:
 def _cli_distill(args) -> int:
     from transformers import AutoTokenizer
 
-    from .training import load_model_for_training, load_training_dataset, run_arguments
+    from tokswap.training import load_model_for_training, load_training_dataset, run_arguments
 
     # every path before any loading: a typo in --teacher should not cost loading the student first
     check_local_path(args.student_dir, "The student")

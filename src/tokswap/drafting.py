@@ -25,8 +25,8 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from .errors import TokswapError
-from .utils import get_logger
+from tokswap.errors import TokswapError
+from tokswap.utils import get_logger
 
 logger = get_logger(__name__)
 
@@ -78,7 +78,7 @@ def make_draft(small, big, big_tokenizer=None, **swap_kwargs):
         `TokenizerSwapper`: its model has exactly `big`'s `vocab_size`, special token ids and generation config;
         `swap_record["draft_for"]` names `big`.
     """
-    from .swapper import TokenizerSwapper
+    from tokswap.swapper import TokenizerSwapper
 
     hub_kwargs = {k: v for k, v in swap_kwargs.items() if k in ("token", "revision", "trust_remote_code")}
     big_config = _text_config(_big_model_config(big, **hub_kwargs))
@@ -249,9 +249,9 @@ def register_cli(subparsers) -> None:
     """Add `tokswap draft SMALL BIG --output DIR [--dataset PATH ...]`."""
     import argparse
 
-    from .distillation import DIVERGENCES
-    from .init_methods import DEFAULT_INIT_METHOD, INIT_METHODS
-    from .training import add_run_arguments
+    from tokswap.distillation import DIVERGENCES
+    from tokswap.init_methods import DEFAULT_INIT_METHOD, INIT_METHODS
+    from tokswap.training import add_run_arguments
 
     parser = subparsers.add_parser(
         "draft",
@@ -281,8 +281,8 @@ def register_cli(subparsers) -> None:
 
 
 def _cli_draft(args) -> int:
-    from .swapper import TOKSWAP_CONFIG_NAME
-    from .utils import check_local_path, check_output_dir
+    from tokswap.swapper import TOKSWAP_CONFIG_NAME
+    from tokswap.utils import check_local_path, check_output_dir
 
     check_output_dir(args.output, args.overwrite, TOKSWAP_CONFIG_NAME)
     for given, what in ((args.small, "SMALL"), (args.big, "BIG"), (args.dataset, "The dataset")):
@@ -305,8 +305,8 @@ def _cli_draft(args) -> int:
 def _distill_draft(swapper, args) -> None:
     import tempfile
 
-    from .distillation import TokenDistillationConfig
-    from .training import load_model_for_training, load_training_dataset, run_arguments
+    from tokswap.distillation import TokenDistillationConfig
+    from tokswap.training import load_model_for_training, load_training_dataset, run_arguments
 
     dataset = load_training_dataset(args.dataset)
     teacher, teacher_tokenizer = load_model_for_training(args.big)

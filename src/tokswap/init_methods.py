@@ -29,9 +29,9 @@ from typing import ClassVar, Optional
 import numpy as np
 import torch
 
-from .alignment import RowSource, TokenAlignment
-from .errors import TokswapError
-from .utils import get_logger
+from tokswap.alignment import RowSource, TokenAlignment
+from tokswap.errors import TokswapError
+from tokswap.utils import get_logger
 
 logger = get_logger(__name__)
 

@@ -2,7 +2,7 @@
 
 After a swap, the model's body is intact but its embeddings speak a new vocabulary. The model *before*
 the swap, reading the same text in its own tokens, is the best teacher there is: no other model and no
-new data are needed. The two tokenizations are aligned by bytes (`tokswap.byte_alignment`); wherever
+new data are needed. The two tokenizations are aligned by bytes (`tokswap.align.byte_offsets`); wherever
 both end a token at the same byte, both models have read the same text, and the student is trained to
 
 - give each chunk of text between shared boundaries the teacher's likelihood (as ALM does:
@@ -39,10 +39,10 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from trl import SFTConfig, SFTTrainer
 
-from .byte_alignment import aligned_windows, token_byte_ends
-from .errors import TokswapError
-from .telemetry import PublicHubTelemetryMixin
-from .utils import get_logger
+from tokswap.align.byte_offsets import aligned_windows, token_byte_ends
+from tokswap.errors import TokswapError
+from tokswap.telemetry import PublicHubTelemetryMixin
+from tokswap.utils import get_logger
 
 logger = get_logger(__name__)
 
@@ -99,7 +99,7 @@ class SelfDistillationConfig(SFTConfig):
     )
 
     def __post_init__(self):
-        from .training import bf16_supported, launched_on_cpus
+        from tokswap.training import bf16_supported, launched_on_cpus
 
         if self.bf16 is None and not self.fp16:
             self.bf16 = bf16_supported()
@@ -435,7 +435,7 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
         teacher_tokenizer=None,
         **kwargs,
     ):
-        from .training import align_special_token_ids
+        from tokswap.training import align_special_token_ids
 
         if args is None:
             args = SelfDistillationConfig(output_dir="tokswap-self-distilled")
@@ -464,7 +464,7 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
             processing_class=processing_class,
             **kwargs,
         )
-        from .distillation import logits_transform
+        from tokswap.distillation import logits_transform
 
         teacher_model.eval()
         teacher_model.requires_grad_(False)
@@ -552,7 +552,7 @@ def self_distill(
     callbacks=None,
 ) -> SelfDistillationTrainer:
     """Train `student` (a swapped model) to match `teacher` (the model before the swap); returns the trainer."""
-    from .training import never_shrink_vocabulary, resolve_resume_checkpoint
+    from tokswap.training import never_shrink_vocabulary, resolve_resume_checkpoint
 
     config = config or SelfDistillationConfig(output_dir="tokswap-self-distilled")
     trainer = SelfDistillationTrainer(

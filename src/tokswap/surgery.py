@@ -19,10 +19,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .alignment import RowSource, TokenAlignment
-from .errors import TokswapError
-from .init_methods import get_init_method
-from .utils import get_logger
+from tokswap.alignment import RowSource, TokenAlignment
+from tokswap.errors import TokswapError
+from tokswap.init_methods import get_init_method
+from tokswap.utils import get_logger
 
 logger = get_logger(__name__)
 
@@ -188,7 +188,7 @@ def swap_vocabulary(
         model (`PreTrainedModel`):
             A causal LM with input and output embeddings (tied or not).
         alignment (`TokenAlignment`):
-            Target id -> source id for every target token (see `tokswap.aligner`).
+            Target id -> source id for every target token (see `tokswap.align.pipeline`).
         target_tokenizer:
             The tokenizer the model will speak; its special tokens and chat template are adopted.
         init_method (`str` or `InitMethod`, defaults to `"tokalign"`):

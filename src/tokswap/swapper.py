@@ -21,12 +21,12 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from .alignment import RowSource, TokenAlignment, tokenizer_fingerprint
-from .errors import TokswapError
-from .init_methods import DEFAULT_INIT_METHOD, INIT_METHODS, get_init_method
-from .surgery import swap_vocabulary
-from .utils import atomic_output_dir, check_local_path, check_output_dir, get_logger
-from .utils.cli import examples_formatter
+from tokswap.alignment import RowSource, TokenAlignment, tokenizer_fingerprint
+from tokswap.errors import TokswapError
+from tokswap.init_methods import DEFAULT_INIT_METHOD, INIT_METHODS, get_init_method
+from tokswap.surgery import swap_vocabulary
+from tokswap.utils import atomic_output_dir, check_local_path, check_output_dir, get_logger
+from tokswap.utils.cli import examples_formatter
 
 logger = get_logger(__name__)
 
@@ -41,7 +41,7 @@ class SwapperError(TokswapError):
 # --------------------------------------------------------------------------- loading helpers
 def _assets_module():
     try:
-        from . import assets
+        from tokswap.offline import assets
     except ImportError:
         return None
     return assets
@@ -144,7 +144,7 @@ def resolve_alignment(
 
     Order: the one given (`TokenAlignment`, folder, or Hub id), else identity when both tokenizers
     are the same, else a prebuilt alignment for exactly this pair from the Hub
-    (`tokswap.hub.find_prebuilt_alignment`), else computed with `tokswap.aligner.align_tokenizers`.
+    (`tokswap.hub.find_prebuilt_alignment`), else computed with `tokswap.align.pipeline.align_tokenizers`.
     A folder or Hub id given must pass `TokenAlignment.from_pretrained`'s integrity check unless
     `trust_unverified=True`; a prebuilt one found by pair always must.
     """
@@ -158,7 +158,7 @@ def resolve_alignment(
         logger.info("Source and target tokenizers are identical: using the identity alignment.")
         return identity_alignment(target_tokenizer), {"origin": "identity"}
     try:
-        from .hub import find_prebuilt_alignment
+        from tokswap.hub import find_prebuilt_alignment
     except ImportError as err:
         logger.debug("No Hub lookup of prebuilt alignments available (%s).", err)
     else:
@@ -166,7 +166,7 @@ def resolve_alignment(
         if found is not None:
             return found, {"origin": "prebuilt", **found.config.get("hub", {})}
     try:
-        from .aligner import align_tokenizers
+        from tokswap.align.pipeline import align_tokenizers
     except ImportError as err:
         raise SwapperError(
             "No alignment was given and none is prebuilt for this tokenizer pair, and the alignment engine "
@@ -253,9 +253,9 @@ class TokenizerSwapper:
                 One of `tokswap.init_methods.INIT_METHODS` (`DEFAULT_INIT_METHOD`, the measured best right after the
                 swap; `"tokalign"` is the paper's rule).
             corpus (*optional*):
-                Text the alignment is computed on when it has to be (see `tokswap.aligner`).
+                Text the alignment is computed on when it has to be (see `tokswap.align.pipeline`).
             alignment_config (*optional*):
-                Settings for computing the alignment (`tokswap.aligner`).
+                Settings for computing the alignment (`tokswap.align.pipeline`).
             pad_to_multiple_of (`int`, *optional*, defaults to 64):
                 Pad the new vocabulary to a multiple of this.
             source_tokenizer (*optional*):
@@ -314,7 +314,7 @@ class TokenizerSwapper:
         if source_tokenizer is None:
             raise SwapperError("Could not find the source model's tokenizer: pass `source_tokenizer=`.")
         source_tokenizer = load_tokenizer(source_tokenizer, **tokenizer_kwargs)
-        from .training import check_finite
+        from tokswap.training import check_finite
 
         # before an alignment is computed and broken rows are copied into the new vocabulary
         check_finite(model, f"The source model {source_model_id!r}", allow_nonfinite)
@@ -347,7 +347,7 @@ class TokenizerSwapper:
             seed=seed,
         )
         method = get_init_method(init_method)
-        from . import __version__
+        from tokswap import __version__
 
         record = {
             "tokswap_version": __version__,
@@ -380,7 +380,7 @@ class TokenizerSwapper:
     def for_drafting(cls, small_model, big_model, **kwargs) -> TokenizerSwapper:
         """`small_model` given `big_model`'s exact vocabulary, to serve as its `assistant_model`
         (`tokswap.drafting.make_draft`; distill it next with `swapper.distill(dataset, teacher=big_model)`)."""
-        from .drafting import make_draft
+        from tokswap.drafting import make_draft
 
         return make_draft(small_model, big_model, **kwargs)
 
@@ -450,7 +450,7 @@ class TokenizerSwapper:
         (self-distillation across the swap, `tokswap.self_distillation`). Pass `teacher_model=` /
         `teacher_tokenizer=` to give it yourself. The default is plain cross-entropy (`recovery="ce"`).
         """
-        from .training import VocabAdaptationConfig, adapt_vocabulary
+        from tokswap.training import VocabAdaptationConfig, adapt_vocabulary
 
         config = config or VocabAdaptationConfig()
         if config.recovery != "ce" and kwargs.get("teacher_model") is None:
@@ -484,7 +484,7 @@ class TokenizerSwapper:
 
     def distill(self, dataset, teacher, config=None, **kwargs):
         """Distill from a teacher sharing the new tokenizer (`tokswap.distillation.distill`); returns its result."""
-        from .distillation import distill
+        from tokswap.distillation import distill
 
         result = distill(self.model, self.tokenizer, teacher, dataset, config, **kwargs)
         self.model = getattr(result, "model", None) or self.model
@@ -493,7 +493,7 @@ class TokenizerSwapper:
 
     def push_to_hub(self, repo_id: str, **kwargs):
         """Upload the model, tokenizer, alignment and a model card (`tokswap.hub.push_swapped_model`)."""
-        from .hub import push_swapped_model
+        from tokswap.hub import push_swapped_model
 
         return push_swapped_model(self, repo_id, **kwargs)
 
@@ -602,7 +602,7 @@ def register_cli(subparsers) -> None:
 def _cli_swap(args) -> int:
     check_output_dir(args.output, args.overwrite, TOKSWAP_CONFIG_NAME)  # before minutes of loading and surgery
     if args.corpus:
-        from .aligner import check_corpus_path
+        from tokswap.align.pipeline import check_corpus_path
 
         check_corpus_path(args.corpus)
     model_kwargs: dict[str, Any] = {}

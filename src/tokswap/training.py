@@ -36,9 +36,9 @@ from typing import Any, Optional, Union
 
 import torch
 
-from .errors import TokswapError, check_fraction, check_positive, check_positive_int
-from .utils import check_local_path, get_logger
-from .utils.cli import examples_formatter
+from tokswap.errors import TokswapError, check_fraction, check_positive, check_positive_int
+from tokswap.utils import check_local_path, get_logger
+from tokswap.utils.cli import examples_formatter
 
 logger = get_logger(__name__)
 
@@ -410,7 +410,7 @@ class VocabAdaptationConfig:
 
     def to_self_distillation_config(self, stage: int, **overrides):
         """Build the [`~tokswap.self_distillation.SelfDistillationConfig`] of one stage (self-distillation recovery)."""
-        from .self_distillation import SelfDistillationConfig
+        from tokswap.self_distillation import SelfDistillationConfig
 
         kwargs = self._stage_kwargs(stage, overrides)
         kwargs.pop("packing", None)  # windows are cut at shared boundaries, never packed
@@ -828,7 +828,7 @@ def stage_trainer_class():
     """TRL's `SFTTrainer` as one cross-entropy stage runs it: its telemetry ping only ever goes to the public Hub."""
     from trl import SFTTrainer
 
-    from .telemetry import PublicHubTelemetryMixin
+    from tokswap.telemetry import PublicHubTelemetryMixin
 
     class StageTrainer(PublicHubTelemetryMixin, SFTTrainer):
         pass
@@ -851,7 +851,7 @@ def _run_stage(
                 callbacks=callbacks,
             )
         else:
-            from .self_distillation import SelfDistillationTrainer
+            from tokswap.self_distillation import SelfDistillationTrainer
 
             trainer = SelfDistillationTrainer(
                 model=model,
@@ -912,7 +912,7 @@ def adapt_vocabulary(
     align_special_token_ids(model, tokenizer)
     teacher = _recovery_teacher(config, teacher_model, teacher_tokenizer)
     if teacher is not None:
-        from .self_distillation import build_self_distillation_dataset
+        from tokswap.self_distillation import build_self_distillation_dataset
 
         # both tokenizations are built once and shared by the two stages
         train_dataset = build_self_distillation_dataset(
@@ -1056,7 +1056,7 @@ def load_training_dataset(path: Union[str, os.PathLike], split: str = "train"):
 
 def _text_file_records(files: list[str], stamps: list):
     """`{"text": document}` for each document of each plain-text file (`stamps` only key the datasets cache)."""
-    from .corpus import iter_text_documents
+    from tokswap.offline.corpus import iter_text_documents
 
     for file in files:
         for text in iter_text_documents(file):
@@ -1067,13 +1067,13 @@ def _load_files(files: list[str], suffix: str, split: str):
     import datasets
 
     if suffix in (".txt", ".jsonl", ".json"):
-        from .corpus import check_utf8_file
+        from tokswap.offline.corpus import check_utf8_file
 
         for file in files:  # datasets would fail deep inside its builder, with a traceback
             check_utf8_file(file, TrainingError)
 
     if suffix == ".txt":
-        # As `tokswap align` reads them (`tokswap.corpus.read_text_documents`): paragraphs when a file separates
+        # As `tokswap align` reads them (`tokswap.offline.corpus.read_text_documents`): paragraphs when a file separates
         # them with blank lines, else one document per line, and documents over 1 MB cut at line breaks or spaces
         # (datasets' text loader would make one 50 MB line one 50 MB row). The files' sizes and modification
         # times are part of the cache key, so an edited file is read again.
@@ -1287,7 +1287,7 @@ def _cli_teacher(args, model):
                 "tokswap asset name), or use --recovery ce."
             )
         return None, None
-    from .swapper import _load_source_tokenizer, load_causal_lm
+    from tokswap.swapper import _load_source_tokenizer, load_causal_lm
 
     teacher_model, location, _ = load_causal_lm(teacher, dtype=model.dtype)
     return teacher_model, _load_source_tokenizer(str(teacher), location, {})

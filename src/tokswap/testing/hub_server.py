@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from .hub_store import (
+from tokswap.testing.hub_store import (
     DEFAULT_BRANCH,
     Commit,
     FileEntry,

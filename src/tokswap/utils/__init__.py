@@ -1,4 +1,4 @@
-from .io import (
+from tokswap.utils.io import (
     MissingPathError,
     OutputExistsError,
     atomic_output_dir,
@@ -9,7 +9,7 @@ from .io import (
     looks_like_local_path,
     sha256_file,
 )
-from .logging import get_logger
+from tokswap.utils.logging import get_logger
 
 __all__ = [
     "MissingPathError",

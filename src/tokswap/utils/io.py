@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from ..errors import TokswapError
+from tokswap.errors import TokswapError
 
 
 def cache_dir(*parts: str) -> Path:

@@ -8,7 +8,7 @@ running scipy.sparse accumulator, so memory is bounded by the chunk size plus th
 distinct pairs, whatever the corpus size.
 
 Example:
-    >>> from tokswap.cooccurrence import count_cooccurrences
+    >>> from tokswap.align.cooccurrence import count_cooccurrences
     >>> cooc = count_cooccurrences(token_id_arrays, vocab_size=len(tokenizer), window=15, min_count=5)
     >>> cooc.save("cooc.npz")
 """
@@ -22,8 +22,8 @@ from typing import Iterable, Optional, Union
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import TokswapError
-from .utils import atomic_output_file, get_logger
+from tokswap.errors import TokswapError
+from tokswap.utils import atomic_output_file, get_logger
 
 logger = get_logger(__name__)
 

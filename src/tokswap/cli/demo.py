@@ -2,11 +2,11 @@
 
 What it does, step by step (each step prints what it is doing, how far along the run is, and the time):
 
-1. Fetch the real assets through `tokswap.assets` (SmolLM2-135M, its tokenizer, the target tokenizer,
-   the offline zero-shot data) and build the default mixed corpus (`tokswap.corpus.build_corpus`).
+1. Fetch the real assets through `tokswap.offline.assets` (SmolLM2-135M, its tokenizer, the target tokenizer,
+   the offline zero-shot data) and build the default mixed corpus (`tokswap.offline.corpus.build_corpus`).
 2. Evaluate the unswapped model: bits per byte on held-out text per domain, compression, zero-shot.
 3. Get the alignment: a prebuilt one from the Hub when `tokswap.hub.find_prebuilt_alignment` finds one
-   for exactly this pair, else computed with `tokswap.aligner.align_tokenizers` on the corpus with
+   for exactly this pair, else computed with `tokswap.align.pipeline.align_tokenizers` on the corpus with
    demo-sized GloVe settings (smaller vectors and fewer epochs than the paper; see `DemoConfig`).
 4. Swap the vocabulary (`TokenizerSwapper.from_pretrained`, TokAlign init) and evaluate again.
 5. Train in two short stages on packed sequences (`tokswap.training.adapt_vocabulary`): embeddings and
@@ -32,9 +32,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from .errors import TokswapError
-from .utils import atomic_output_file, check_output_dir, get_logger
-from .utils.cli import examples_formatter
+from tokswap.errors import TokswapError
+from tokswap.utils import atomic_output_file, check_output_dir, get_logger
+from tokswap.utils.cli import examples_formatter
 
 logger = get_logger(__name__)
 
@@ -171,7 +171,7 @@ def heldout_by_domain(corpus, max_bytes_per_domain: int) -> Dict[str, List[str]]
     Whole texts only (the last one may be cut on a character boundary), in corpus order, so the
     selection is deterministic for a given corpus.
     """
-    from .evaluation import _cap_bytes
+    from tokswap.evaluation import _cap_bytes
 
     test = corpus["test"]
     by_domain: Dict[str, List[str]] = {}
@@ -184,11 +184,11 @@ def heldout_by_domain(corpus, max_bytes_per_domain: int) -> Dict[str, List[str]]
 
 def _get_alignment(source_tokenizer, target_tokenizer, corpus, config: DemoConfig, steps: _Steps):
     """A prebuilt alignment from the Hub if one is found for exactly this pair, else a computed one."""
-    from .aligner import AlignmentConfig, align_tokenizers
+    from tokswap.align.pipeline import AlignmentConfig, align_tokenizers
 
     if config.use_prebuilt_alignment:
         try:
-            from .hub import find_prebuilt_alignment
+            from tokswap.hub import find_prebuilt_alignment
 
             found = find_prebuilt_alignment(source_tokenizer, target_tokenizer, on_mismatch="compute")
         except ImportError:
@@ -220,7 +220,7 @@ def _get_alignment(source_tokenizer, target_tokenizer, corpus, config: DemoConfi
 
 
 def _evaluate(model, tokenizer, heldout, config: DemoConfig, reference_tokenizer=None) -> dict:
-    from .evaluation import evaluate
+    from tokswap.evaluation import evaluate
 
     tasks = ["bpb", "compression", *config.tasks]
     return evaluate(
@@ -350,7 +350,7 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
     """
     import torch
 
-    from .swapper import TOKSWAP_CONFIG_NAME
+    from tokswap.swapper import TOKSWAP_CONFIG_NAME
 
     config = config or DemoConfig()
     if config.stage1_steps < 0 or config.stage2_steps < 0:
@@ -368,7 +368,7 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
     )
 
     # 1. Assets ---------------------------------------------------------------------------------
-    from . import assets
+    from tokswap.offline import assets
 
     steps.start("assets", "Fetching the real assets (cached after the first run)")
     model_dir = (
@@ -396,7 +396,7 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
             assets.minilm_path()
 
     # 2. Corpus ---------------------------------------------------------------------------------
-    from .corpus import build_corpus
+    from tokswap.offline.corpus import build_corpus
 
     steps.start("corpus", f"Building the default corpus ({config.corpus_bytes / 1e6:g} MB: multilingual, code, math)")
     corpus = build_corpus(config.corpus_bytes, seed=config.corpus_seed)
@@ -429,7 +429,7 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
     )
 
     # 5. Swap -----------------------------------------------------------------------------------
-    from .swapper import TokenizerSwapper
+    from tokswap.swapper import TokenizerSwapper
 
     steps.start("swap", f"Swapping the vocabulary ({config.init_method} init) and evaluating right after")
     swapper = TokenizerSwapper.from_pretrained(
@@ -448,7 +448,7 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
     steps.note(f"bits/byte (all held-out text): {evaluations['after swap']['bpb']['all']['bits_per_byte']:.4f}")
 
     # 6. Training -------------------------------------------------------------------------------
-    from .training import VocabAdaptationConfig
+    from tokswap.training import VocabAdaptationConfig
 
     total_steps = config.stage1_steps + config.stage2_steps
     steps.start(

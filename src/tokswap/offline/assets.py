@@ -14,7 +14,7 @@ fetching the same thing. A warm cache needs no network.
 Example:
 
 ```python
-from tokswap.assets import load_tokenizer, model_path
+from tokswap.offline.assets import load_tokenizer, model_path
 from transformers import AutoModelForCausalLM
 
 tokenizer = load_tokenizer("qwen2.5")                     # an asset name, a folder or a Hub id
@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from .errors import TokswapError
-from .utils import atomic_output_dir, cache_dir, check_local_path, get_logger, sha256_file
-from .utils.cli import examples_formatter
+from tokswap.errors import TokswapError
+from tokswap.utils import atomic_output_dir, cache_dir, check_local_path, get_logger, sha256_file
+from tokswap.utils.cli import examples_formatter
 
 logger = get_logger(__name__)
 

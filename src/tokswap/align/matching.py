@@ -22,7 +22,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .utils import get_logger
+from tokswap.utils import get_logger
 
 logger = get_logger(__name__)
 

@@ -47,7 +47,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from .alignment import (
+from tokswap.alignment import (
     ALIGNMENT_CONFIG_NAME,
     ALIGNMENT_WEIGHTS_NAME,
     INTEGRITY_KEY,
@@ -56,17 +56,17 @@ from .alignment import (
     UnverifiedAlignmentError,
     tokenizer_fingerprint,
 )
-from .errors import TokswapError
+from tokswap.errors import TokswapError
 
 # re-exported: part of tokswap.hub's interface
-from .hub_naming import (
+from tokswap.hub.naming import (
     ALIGNMENT_NAMESPACE_ENV,  # noqa: F401
     DEFAULT_ALIGNMENT_NAMESPACE,  # noqa: F401
     INDEX_REPO_NAME,  # noqa: F401
     alignment_index_repo_id,  # noqa: F401
     alignment_namespace,  # noqa: F401
 )
-from .utils import get_logger, sha256_file
+from tokswap.utils import get_logger, sha256_file
 
 logger = get_logger(__name__)
 
@@ -183,7 +183,7 @@ def _hf_api(token: Optional[str] = None, endpoint: Optional[str] = None):
 
 
 def _version() -> str:
-    from . import __version__
+    from tokswap import __version__
 
     return __version__
 
@@ -623,7 +623,7 @@ def push_alignment(
     Returns:
         `huggingface_hub.CommitInfo` of the alignment commit.
     """
-    from . import cards
+    from tokswap.hub import cards
 
     source_fp, target_fp = alignment.source_fingerprint, alignment.target_fingerprint
     if not source_fp.get("vocab_hash") or not target_fp.get("vocab_hash"):
@@ -734,7 +734,7 @@ def push_model_folder(
     Returns:
         `huggingface_hub.CommitInfo`.
     """
-    from . import cards
+    from tokswap.hub import cards
 
     folder = Path(folder)
     if not (folder / "config.json").is_file():

@@ -34,7 +34,7 @@ row, no atomics); 1 and 2 threads give identical vectors (tested). On CUDA the s
 reduce in a different order from run to run, so results agree only to rounding.
 
 Example:
-    >>> from tokswap.glove import GloveConfig, train_glove
+    >>> from tokswap.align.glove import GloveConfig, train_glove
     >>> vectors = train_glove(cooc, GloveConfig(dim=300, iterations=15))
     >>> vectors.save("glove.npz")
 """
@@ -54,9 +54,9 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
-from .cooccurrence import CooccurrenceMatrix
-from .errors import TokswapError
-from .utils import atomic_output_file, get_logger
+from tokswap.align.cooccurrence import CooccurrenceMatrix
+from tokswap.errors import TokswapError
+from tokswap.utils import atomic_output_file, get_logger
 
 logger = get_logger(__name__)
 

@@ -23,8 +23,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .alignment import RowSource, TokenAlignment
-from .utils import get_logger
+from tokswap.alignment import RowSource, TokenAlignment
+from tokswap.utils import get_logger
 
 logger = get_logger(__name__)
 
@@ -110,7 +110,7 @@ def semantic_similarity(
         texts: the original texts.
         decoded_texts: the same texts after source tokenization, mapping and target decoding.
         encoder_path: a sentence-transformers model folder; default: all-MiniLM-L6-v2 from
-            `tokswap.assets.minilm_path()` (fetched once, used offline).
+            `tokswap.offline.assets.minilm_path()` (fetched once, used offline).
         batch_size (`int`): encoder batch size.
     """
     if len(texts) != len(decoded_texts):
@@ -118,7 +118,7 @@ def semantic_similarity(
     if not len(texts):
         return float("nan")
     if encoder_path is None:
-        from .assets import minilm_path
+        from tokswap.offline.assets import minilm_path
 
         encoder_path = minilm_path()
     key = str(encoder_path)
@@ -139,11 +139,11 @@ def baseline_alignment(kind: str, source_tokenizer, target_tokenizer, seed: int 
         kind (`str`): `"random_permutation"` (every target row a random source row),
             `"string_identical_random"` (tokens with the same vocabulary *string* map to each other,
             the rest random) or `"byte_identical_random"` (tokens with the same *bytes*, see
-            `tokswap.vocab.identical_token_pairs`, the rest random).
+            `tokswap.align.vocab.identical_token_pairs`, the rest random).
         seed (`int`): random seed.
         identical (`IdenticalPairs`, optional): precomputed byte-identical pairs.
     """
-    from .vocab import _vocab_by_id, identical_token_pairs
+    from tokswap.align.vocab import _vocab_by_id, identical_token_pairs
 
     if kind not in BASELINES:
         raise ValueError(f"Unknown baseline {kind!r}; choose one of {BASELINES}.")

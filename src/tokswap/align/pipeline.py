@@ -3,17 +3,17 @@
 Pipeline (every stage cached under `tokswap.utils.cache_dir()`, keyed by what it depends on):
 
 1. tokenize the corpus with both tokenizers (`datasets.map`, batched, optionally multi-process);
-2. count token co-occurrences per side (`tokswap.cooccurrence`);
-3. train GloVe vectors per side (`tokswap.glove`);
-4. pair identical tokens by their bytes and control tokens by role (`tokswap.vocab`);
+2. count token co-occurrences per side (`tokswap.align.cooccurrence`);
+3. train GloVe vectors per side (`tokswap.align.glove`);
+4. pair identical tokens by their bytes and control tokens by role (`tokswap.align.vocab`);
 5. match every other target token GloVe has seen to a source token across the two spaces
-   (`tokswap.matching`), and give tokens GloVe never saw the source pieces their text splits into;
+   (`tokswap.align.matching`), and give tokens GloVe never saw the source pieces their text splits into;
 6. check the result: recover held-out identical pairs (precision@1/@10), BLEU-1 and semantic
-   similarity on held-out text (`tokswap.metrics`), largest in-degree with and without the
+   similarity on held-out text (`tokswap.align.quality`), largest in-degree with and without the
    hubness correction.
 
 Example:
-    >>> from tokswap.aligner import AlignmentConfig, align_tokenizers
+    >>> from tokswap.align.pipeline import AlignmentConfig, align_tokenizers
     >>> alignment = align_tokenizers("smollm2", "qwen2.5", config=AlignmentConfig(corpus_bytes=5_000_000))
     >>> alignment.save_pretrained("alignments/smollm2-qwen2.5")
 """
@@ -32,12 +32,12 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from .alignment import ALIGNMENT_CONFIG_NAME, AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
-from .errors import check_fraction, check_positive, check_positive_int
-from .matching import nearest_neighbours, normalize_rows, precision_at_k, procrustes_map, relative_representations
-from .utils import cache_dir, check_local_path, check_output_dir, get_logger
-from .utils.cli import examples_formatter
-from .vocab import (
+from tokswap.alignment import ALIGNMENT_CONFIG_NAME, AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
+from tokswap.errors import check_fraction, check_positive, check_positive_int
+from tokswap.align.matching import nearest_neighbours, normalize_rows, precision_at_k, procrustes_map, relative_representations
+from tokswap.utils import cache_dir, check_local_path, check_output_dir, get_logger
+from tokswap.utils.cli import examples_formatter
+from tokswap.align.vocab import (
     _source_preference,
     _vocab_by_id,
     identical_token_pairs,
@@ -106,7 +106,7 @@ class AlignmentConfig:
     )
     chunk_size: int = field(default=2048, metadata={"help": "Target rows per similarity block in the matching."})
     corpus_bytes: int = field(
-        default=8_000_000, metadata={"help": "Size of the default corpus (`tokswap.corpus.build_corpus`) in bytes."}
+        default=8_000_000, metadata={"help": "Size of the default corpus (`tokswap.offline.corpus.build_corpus`) in bytes."}
     )
     eval_documents: int = field(
         default=200,
@@ -169,7 +169,7 @@ class AlignmentConfig:
             )
 
     def glove_config(self):
-        from .glove import GloveConfig
+        from tokswap.align.glove import GloveConfig
 
         wanted = {
             "dim": self.dim,
@@ -198,7 +198,7 @@ def _load_tokenizer(tokenizer):
         from transformers import PreTrainedTokenizerFast
 
         return PreTrainedTokenizerFast(tokenizer_file=str(path))
-    from .assets import load_tokenizer
+    from tokswap.offline.assets import load_tokenizer
 
     return load_tokenizer(str(tokenizer))
 
@@ -236,10 +236,10 @@ def _prepare_corpus(corpus, config: AlignmentConfig):
 
     description: dict = {}
     if corpus is None:
-        from .corpus import build_corpus
+        from tokswap.offline.corpus import build_corpus
 
         corpus = build_corpus(total_bytes=config.corpus_bytes, seed=config.seed)
-        description["source"] = f"tokswap.corpus.build_corpus(total_bytes={config.corpus_bytes}, seed={config.seed})"
+        description["source"] = f"tokswap.offline.corpus.build_corpus(total_bytes={config.corpus_bytes}, seed={config.seed})"
     if isinstance(corpus, (str, os.PathLike)):
         description.setdefault("source", os.fspath(corpus))
         corpus = load_corpus(corpus)
@@ -298,14 +298,14 @@ def check_corpus_path(corpus) -> None:
             "(or leave it out for tokswap's default corpus)."
         )
     if path.is_file():
-        from .corpus import check_utf8_file
+        from tokswap.offline.corpus import check_utf8_file
 
         check_utf8_file(path, AlignmentError)
 
 
 def load_corpus(path) -> datasets.Dataset:  # noqa: F821 (datasets is imported lazily)
     """A corpus from a .jsonl (a "text" field per line), a .txt (one document per blank-line-separated
-    paragraph, or per line when the file has no blank line; see `tokswap.corpus.read_text_documents`), or a
+    paragraph, or per line when the file has no blank line; see `tokswap.offline.corpus.read_text_documents`), or a
     folder saved with `datasets.save_to_disk`."""
     import datasets
 
@@ -323,7 +323,7 @@ def load_corpus(path) -> datasets.Dataset:  # noqa: F821 (datasets is imported l
                     record = json.loads(line)
                     texts.append(record["text"] if isinstance(record, dict) else str(record))
     else:
-        from .corpus import read_text_documents
+        from tokswap.offline.corpus import read_text_documents
 
         texts = read_text_documents(path)
     return datasets.Dataset.from_dict({"text": texts})
@@ -364,7 +364,7 @@ def _tokenize(train, tokenizer, fingerprint: dict, corpus_hash: str, config: Ali
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     if config.cache:
-        from .utils import atomic_output_file
+        from tokswap.utils import atomic_output_file
 
         with atomic_output_file(path) as handle:
             np.savez(handle, ids=ids, offsets=offsets)
@@ -376,7 +376,7 @@ def _documents(ids, offsets):
 
 
 def _cooccurrences(ids, offsets, vocab_size: int, key: str, config: AlignmentConfig, progress: bool):
-    from .cooccurrence import CooccurrenceMatrix, count_cooccurrences
+    from tokswap.align.cooccurrence import CooccurrenceMatrix, count_cooccurrences
 
     path = cache_dir("alignment", "cooccurrence") / f"{key}.npz"
     if config.cache and path.is_file():
@@ -395,7 +395,7 @@ def _cooccurrences(ids, offsets, vocab_size: int, key: str, config: AlignmentCon
 
 def _glove(cooc, key: str, config: AlignmentConfig, progress: bool):
     """-> (vectors float32 [V, dim], trained bool [V]), cached."""
-    from .glove import train_glove
+    from tokswap.align.glove import train_glove
 
     path = cache_dir("alignment", "glove") / f"{key}.npz"
     if config.cache and path.is_file():
@@ -409,7 +409,7 @@ def _glove(cooc, key: str, config: AlignmentConfig, progress: bool):
     vectors = np.asarray(result.vectors, dtype=np.float32)
     trained = np.asarray(result.trained, dtype=bool)
     if config.cache:
-        from .utils import atomic_output_file
+        from tokswap.utils import atomic_output_file
 
         with atomic_output_file(path) as handle:
             np.savez(handle, vectors=vectors, trained=trained)
@@ -683,7 +683,7 @@ def calibrate_match_gate(
 
 
 def _first_role_id(tokenizer) -> Optional[int]:
-    from .vocab import _roles
+    from tokswap.align.vocab import _roles
 
     roles = _roles(tokenizer)
     for role in ("unk", "eos", "pad"):
@@ -759,7 +759,7 @@ def evaluate_alignment(
     encoder_path=None,
 ) -> dict:
     """BLEU-1 and (optionally) semantic similarity of `alignment` on `texts` (held-out text)."""
-    from .metrics import bleu1, semantic_similarity, source_to_target_map
+    from tokswap.align.quality import bleu1, semantic_similarity, source_to_target_map
 
     texts = [t for t in texts if t.strip()]
     if not texts:
@@ -791,7 +791,7 @@ def align_tokenizers(
         source_tokenizer / target_tokenizer: tokenizer objects, tokswap asset names (`"smollm2"`,
             `"qwen2.5"`, ...), local folders or tokenizer.json files.
         corpus: a `datasets.Dataset`/`DatasetDict` with a "text" column, a list of strings, a path
-            (.jsonl, .txt, dataset folder), or None for `tokswap.corpus.build_corpus()`. Without a
+            (.jsonl, .txt, dataset folder), or None for `tokswap.offline.corpus.build_corpus()`. Without a
             test split, `eval_documents` documents are held out for evaluation.
         config (`AlignmentConfig`, optional): settings.
         progress (`bool`): progress bars.
@@ -803,7 +803,7 @@ def align_tokenizers(
     Raises:
         AlignmentError (and subclasses `CorpusTooSmallError`, `NoOverlapError`): bad input.
     """
-    from . import __version__
+    from tokswap import __version__
 
     config = config or AlignmentConfig()
     timings = {}
@@ -910,7 +910,7 @@ def align_tokenizers(
 
 def evaluate_baselines(source_tokenizer, target_tokenizer, texts, semantic=True, encoder_path=None, seed=0) -> dict:
     """BLEU-1 (and semantic similarity) of the three reference alignments on `texts`."""
-    from .metrics import BASELINES, baseline_alignment
+    from tokswap.align.quality import BASELINES, baseline_alignment
 
     identical = identical_token_pairs(source_tokenizer, target_tokenizer)
     out = {}

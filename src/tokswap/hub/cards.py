@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from .utils import get_logger
+from tokswap.utils import get_logger
 
 logger = get_logger(__name__)
 
@@ -129,7 +129,7 @@ def _hub_id_of_asset(name: Optional[str]) -> Optional[str]:
     if not name or not isinstance(name, str) or "/" in name or os.sep in name:
         return name
     try:
-        from .assets import ASSET_HUB_IDS
+        from tokswap.offline.assets import ASSET_HUB_IDS
     except ImportError:  # pragma: no cover - assets is part of tokswap
         return name
     return ASSET_HUB_IDS.get(name.lower(), name)
@@ -154,7 +154,7 @@ def render_alignment_card(alignment, repo_id: Optional[str] = None, alignment_sh
     """
     from huggingface_hub import ModelCard, ModelCardData
 
-    from .hub_naming import alignment_index_repo_id
+    from tokswap.hub.naming import alignment_index_repo_id
 
     config = alignment.config
     source, target = alignment.source_fingerprint, alignment.target_fingerprint

@@ -15,21 +15,21 @@ import importlib
 import os
 import sys
 
-from . import __version__
-from .errors import TokswapError
+from tokswap import __version__
+from tokswap.errors import TokswapError
 
 # Sub-command -> (module that registers it, one-line help). Only the module of the command being
 # run is imported: each pulls in torch/transformers, and `tokswap --help` should stay instant.
 _COMMANDS = {
-    "align": ("tokswap.aligner", "learn a token alignment between two tokenizers (TokAlign)"),
+    "align": ("tokswap.align.pipeline", "learn a token alignment between two tokenizers (TokAlign)"),
     "swap": ("tokswap.swapper", "give a model a new tokenizer, initialized from an alignment"),
     "train": ("tokswap.training", "two-stage vocabulary adaptation on TRL"),
     "distill": ("tokswap.distillation", "token-level distillation from a teacher sharing the vocabulary"),
     "draft": ("tokswap.drafting", "make a draft model for speculative decoding (swap + distill from the big model)"),
     "eval": ("tokswap.evaluation", "bits per byte, compression and zero-shot accuracy"),
     "push": ("tokswap.hub", "publish a swapped model or an alignment to the Hub"),
-    "assets": ("tokswap.assets", "fetch and list the real tokenizers, models and data sets"),
-    "demo": ("tokswap.demo", "the whole job end to end on real assets (the README's main command)"),
+    "assets": ("tokswap.offline.assets", "fetch and list the real tokenizers, models and data sets"),
+    "demo": ("tokswap.cli.demo", "the whole job end to end on real assets (the README's main command)"),
 }
 
 EPILOG = """examples:

@@ -6,12 +6,12 @@ end a token at the same byte of the text: up to such a boundary both models have
 text, so they should assign it the same likelihood and be in the same hidden state. Those boundaries
 cut the text into *chunks* (one or more tokens of each side).
 
-Byte positions are computed from each token's own bytes (`tokswap.vocab.token_bytes`), never from
+Byte positions are computed from each token's own bytes (`tokswap.align.vocab.token_bytes`), never from
 character offsets, so byte-level pieces of one character (CJK, emoji) and byte-fallback tokens
 (`<0xE4>`) land exactly.
 
 ```python
-from tokswap.byte_alignment import token_byte_ends, shared_boundaries
+from tokswap.align.byte_offsets import token_byte_ends, shared_boundaries
 
 student_ends = token_byte_ends(student_tokenizer, student_ids, text)
 teacher_ends = token_byte_ends(teacher_tokenizer, teacher_ids, text)
@@ -26,7 +26,7 @@ from typing import Optional
 
 import numpy as np
 
-from .vocab import token_bytes
+from tokswap.align.vocab import token_bytes
 
 _METASPACE = "\u2581".encode("utf-8")
 

