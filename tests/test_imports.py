@@ -26,8 +26,15 @@ FLOORS = [
     ["tokswap.errors", "tokswap.constants", "tokswap.telemetry", "tokswap.utils"],
     ["tokswap.offline"],
     ["tokswap.alignment"],
-    ["tokswap.align.vocab", "tokswap.align.cooccurrence", "tokswap.align.glove", "tokswap.align.matching",
-     "tokswap.align.byte_offsets", "tokswap.align.quality", "tokswap.hub.naming"],
+    [
+        "tokswap.align.vocab",
+        "tokswap.align.cooccurrence",
+        "tokswap.align.glove",
+        "tokswap.align.matching",
+        "tokswap.align.byte_offsets",
+        "tokswap.align.quality",
+        "tokswap.hub.naming",
+    ],
     ["tokswap.align", "tokswap.loading", "tokswap.modeling", "tokswap.hub.download"],
     ["tokswap.init_methods", "tokswap.surgery", "tokswap.evaluation", "tokswap.hub.cards"],
     ["tokswap.trainer_utils", "tokswap.hub.push", "tokswap.hub"],
@@ -53,7 +60,12 @@ def imports_of(path: Path, module_level_only: bool = False) -> set:
     nodes = tree.body if module_level_only else ast.walk(tree)
     found = set()
     for node in nodes:
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "tokswap" and not node.level:
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.split(".")[0] == "tokswap"
+            and not node.level
+        ):
             for alias in node.names:
                 child = f"{node.module}.{alias.name}"
                 found.add(child if child in MODULES else node.module)
@@ -63,8 +75,11 @@ def imports_of(path: Path, module_level_only: bool = False) -> set:
 
 
 def test_imports_are_absolute():
-    relative = [module_name(p) for p in PACKAGE.rglob("*.py")
-                if any(isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(ast.parse(p.read_text())))]
+    relative = [
+        module_name(p)
+        for p in PACKAGE.rglob("*.py")
+        if any(isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(ast.parse(p.read_text())))
+    ]
     assert not relative, f"relative imports in {relative}: write `from tokswap.x import y` so floors are checkable"
 
 
@@ -116,11 +131,14 @@ def test_no_import_error_fallbacks_around_tokswap_modules():
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Try) and any(
-                isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError") for h in node.handlers
+                isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError")
+                for h in node.handlers
             ):
                 body = ast.Module(body=node.body, type_ignores=[])
-                if any(isinstance(n, ast.ImportFrom) and (n.level or (n.module or "").startswith("tokswap"))
-                       for n in ast.walk(body)):
+                if any(
+                    isinstance(n, ast.ImportFrom) and (n.level or (n.module or "").startswith("tokswap"))
+                    for n in ast.walk(body)
+                ):
                     guarded.append(f"{module_name(path)}:{node.lineno}")
     assert not guarded, f"ImportError caught around tokswap's own imports: {guarded}"
 

@@ -6,7 +6,7 @@ transformers or huggingface_hub before the caller has set the Hub environment va
 
 import importlib
 
-__version__ = "0.1.0"
+from tokswap.constants import __version__
 
 _LAZY_EXPORTS = {
     "TokenAlignment": "tokswap.alignment",
@@ -22,7 +22,7 @@ _LAZY_EXPORTS = {
     "adapt_vocabulary": "tokswap.training",
     "TokenDistillationConfig": "tokswap.distillation",
     "TokenDistillationTrainer": "tokswap.distillation",
-    "make_draft": "tokswap.drafting",
+    "make_draft": "tokswap.swapper",
     "measure_speculative_decoding": "tokswap.drafting",
     "evaluate": "tokswap.evaluation",
     "bits_per_byte": "tokswap.evaluation",

@@ -27,8 +27,8 @@ from tokswap.utils import atomic_output_dir, check_local_path, get_logger, sha25
 
 logger = get_logger(__name__)
 
-ALIGNMENT_WEIGHTS_NAME = "alignment.safetensors"
-ALIGNMENT_CONFIG_NAME = "alignment_config.json"
+from tokswap.constants import ALIGNMENT_CONFIG_NAME, ALIGNMENT_WEIGHTS_NAME  # noqa: E402,F401 (re-exported)
+
 ALIGNMENT_FORMAT_VERSION = 1
 INTEGRITY_KEY = "integrity"
 TRUST_UNVERIFIED_HINT = (
@@ -288,7 +288,7 @@ class TokenAlignment:
         """
         from safetensors.numpy import save_file
 
-        from tokswap import __version__
+        from tokswap.constants import __version__
 
         save_directory = Path(save_directory)
         config = {key: value for key, value in self.config.items() if key != INTEGRITY_KEY}

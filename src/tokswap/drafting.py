@@ -62,45 +62,6 @@ def _big_generation_config(big, config, **kwargs):
         return GenerationConfig.from_model_config(config)
 
 
-def make_draft(small, big, big_tokenizer=None, **swap_kwargs):
-    """Give `small` the vocabulary of `big` so it can serve as `big.generate(assistant_model=...)`.
-
-    Args:
-        small (`str`, `os.PathLike` or `PreTrainedModel`): the draft's starting point (Hub id, folder, GGUF file,
-            tokswap asset name or model).
-        big (`str`, `os.PathLike` or `PreTrainedModel`): the model to draft for; only its config, tokenizer and
-            generation config are read when it is given by name.
-        big_tokenizer (*optional*): the big model's tokenizer, when it cannot be loaded from `big`.
-        swap_kwargs: passed to `TokenizerSwapper.from_pretrained` (`alignment`, `init_method`, `corpus`, `donor`,
-            `dtype`, ...). `pad_to_multiple_of` is set by this function.
-
-    Returns:
-        `TokenizerSwapper`: its model has exactly `big`'s `vocab_size`, special token ids and generation config;
-        `swap_record["draft_for"]` names `big`.
-    """
-    from tokswap.swapper import TokenizerSwapper
-
-    hub_kwargs = {k: v for k, v in swap_kwargs.items() if k in ("token", "revision", "trust_remote_code")}
-    big_config = _text_config(_big_model_config(big, **hub_kwargs))
-    tokenizer = big_tokenizer if big_tokenizer is not None else big
-    if hasattr(tokenizer, "config"):  # a loaded model: its tokenizer must be given
-        raise DraftError("`big` is a loaded model: pass its tokenizer as `big_tokenizer=`.")
-    if "pad_to_multiple_of" in swap_kwargs:
-        raise DraftError("make_draft sets the vocabulary size to the big model's; drop `pad_to_multiple_of`.")
-    vocab_size = int(big_config.vocab_size)
-    # rounding the tokenizer's length up to a multiple of vocab_size gives exactly vocab_size when it fits
-    swapper = TokenizerSwapper.from_pretrained(small, tokenizer, pad_to_multiple_of=vocab_size, **swap_kwargs)
-    rows = swapper.model.get_input_embeddings().weight.shape[0]
-    if rows != vocab_size:
-        raise DraftError(
-            f"The big model's vocab_size ({vocab_size}) is smaller than its tokenizer ({len(swapper.tokenizer)} "
-            "tokens): a draft cannot match it. Check that `big_tokenizer` belongs to `big`."
-        )
-    adopt_generation_settings(swapper.model, big_config, _big_generation_config(big, big_config, **hub_kwargs))
-    swapper.swap_record["draft_for"] = str(big if isinstance(big, (str, os.PathLike)) else big_config._name_or_path)
-    return swapper
-
-
 def adopt_generation_settings(draft, big_config, big_generation_config) -> None:
     """Copy the big model's special token ids and generation config onto `draft` (in place)."""
     import copy
@@ -289,6 +250,8 @@ def _cli_draft(args) -> int:
         check_local_path(given, what)
     if not args.no_distill and not args.dataset:
         raise DraftError("Distilling the draft needs text: pass --dataset PATH (or --no-distill to only swap).")
+    from tokswap.swapper import make_draft  # upward until this CLI moves to tokswap.cli.draft
+
     swapper = make_draft(
         args.small, args.big, alignment=args.alignment, corpus=args.corpus, init_method=args.init_method
     )

@@ -24,79 +24,20 @@ import numpy as np
 from tokswap.alignment import RowSource, TokenAlignment, tokenizer_fingerprint
 from tokswap.errors import TokswapError
 from tokswap.init_methods import DEFAULT_INIT_METHOD, INIT_METHODS, get_init_method
+from tokswap.loading import load_model, load_tokenizer, model_tokenizer
 from tokswap.surgery import swap_vocabulary
 from tokswap.utils import atomic_output_dir, check_local_path, check_output_dir, get_logger
 from tokswap.utils.cli import examples_formatter
 
 logger = get_logger(__name__)
 
-TOKSWAP_CONFIG_NAME = "tokswap_config.json"
+from tokswap.constants import TOKSWAP_CONFIG_NAME  # noqa: E402,F401 (re-exported)
+
 ALIGNMENT_SUBFOLDER = "alignment"
 
 
 class SwapperError(TokswapError):
     """Raised when a swap cannot be set up (missing tokenizer, alignment or saved folder)."""
-
-
-# --------------------------------------------------------------------------- loading helpers
-def _assets_module():
-    try:
-        from tokswap.offline import assets
-    except ImportError:
-        return None
-    return assets
-
-
-def load_tokenizer(name_or_path, **kwargs):
-    """A tokenizer from a tokswap asset name, a local folder, or a Hub id (model ids give their tokenizer).
-
-    Tokenizer objects are passed through.
-    """
-    if not isinstance(name_or_path, (str, os.PathLike)):
-        return name_or_path
-    name = str(name_or_path)
-    check_local_path(name, "The tokenizer")
-    allowed = {k: v for k, v in kwargs.items() if k in ("revision", "token", "trust_remote_code", "cache_dir")}
-    assets = _assets_module()
-    if assets is not None and hasattr(assets, "load_tokenizer"):  # asset names, folders and Hub ids
-        return assets.load_tokenizer(name, **allowed)
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(name, **allowed)
-
-
-def _resolve_model_location(name: str) -> tuple[str, dict]:
-    """(path or Hub id, extra from_pretrained kwargs) for a model name, going through tokswap assets."""
-    check_local_path(name, "The model")
-    if Path(name).exists():
-        location = Path(name)
-    else:
-        assets = _assets_module()
-        location = None
-        if assets is not None and hasattr(assets, "model_path"):
-            try:
-                location = Path(assets.model_path(name))
-            except (KeyError, LookupError, TokswapError) as err:
-                logger.debug("'%s' is not a tokswap model asset (%s).", name, err)
-        if location is None:
-            return name, {}
-    if location.is_file() and location.suffix == ".gguf":
-        return str(location.parent), {"gguf_file": location.name}
-    if location.is_dir() and not (location / "config.json").is_file():
-        ggufs = sorted(location.glob("*.gguf"))
-        if ggufs:
-            return str(location), {"gguf_file": ggufs[0].name}
-    return str(location), {}
-
-
-def load_causal_lm(name_or_path, **model_kwargs):
-    """`AutoModelForCausalLM.from_pretrained` for a Hub id, folder, GGUF file or tokswap asset name."""
-    from transformers import AutoModelForCausalLM
-
-    location, extra = _resolve_model_location(str(name_or_path))
-    kwargs = {**extra, **model_kwargs}
-    kwargs.setdefault("trust_remote_code", False)
-    return AutoModelForCausalLM.from_pretrained(location, **kwargs), location, extra
 
 
 def donor_embeddings(donor, target_tokenizer, **model_kwargs) -> np.ndarray:
@@ -106,7 +47,7 @@ def donor_embeddings(donor, target_tokenizer, **model_kwargs) -> np.ndarray:
         import torch
 
         kwargs = {k: v for k, v in model_kwargs.items() if k in ("revision", "token", "trust_remote_code")}
-        model, _, _ = load_causal_lm(donor, dtype=torch.float32, **kwargs)
+        model = load_model(donor, dtype=torch.float32, **kwargs)
     weight = model.get_input_embeddings().weight.detach()
     if weight.shape[0] < len(target_tokenizer) * 0.99:
         raise SwapperError(
@@ -303,14 +244,14 @@ class TokenizerSwapper:
 
         if isinstance(source_model, (str, os.PathLike)):
             source_model_id = str(source_model)
-            model, location, _ = load_causal_lm(source_model, **model_kwargs)
+            model = load_model(source_model, **model_kwargs)
             if source_tokenizer is None:
-                source_tokenizer = _load_source_tokenizer(source_model_id, location, model_kwargs)
+                source_tokenizer = model_tokenizer(source_model_id, **model_kwargs)
         else:
             model = source_model
             source_model_id = getattr(model, "name_or_path", None) or getattr(model.config, "_name_or_path", "")
             if source_tokenizer is None and source_model_id:
-                source_tokenizer = _load_source_tokenizer(source_model_id, source_model_id, model_kwargs)
+                source_tokenizer = model_tokenizer(source_model_id, **model_kwargs)
         if source_tokenizer is None:
             raise SwapperError("Could not find the source model's tokenizer: pass `source_tokenizer=`.")
         source_tokenizer = load_tokenizer(source_tokenizer, **tokenizer_kwargs)
@@ -347,7 +288,7 @@ class TokenizerSwapper:
             seed=seed,
         )
         method = get_init_method(init_method)
-        from tokswap import __version__
+        from tokswap.constants import __version__
 
         record = {
             "tokswap_version": __version__,
@@ -379,9 +320,7 @@ class TokenizerSwapper:
     @classmethod
     def for_drafting(cls, small_model, big_model, **kwargs) -> TokenizerSwapper:
         """`small_model` given `big_model`'s exact vocabulary, to serve as its `assistant_model`
-        (`tokswap.drafting.make_draft`; distill it next with `swapper.distill(dataset, teacher=big_model)`)."""
-        from tokswap.drafting import make_draft
-
+        (`tokswap.make_draft`; distill it next with `swapper.distill(dataset, teacher=big_model)`)."""
         return make_draft(small_model, big_model, **kwargs)
 
     @classmethod
@@ -470,8 +409,8 @@ class TokenizerSwapper:
             import torch
 
             dtype = getattr(self.model, "dtype", None) or torch.float32
-            teacher, location, _ = load_causal_lm(self.source_model_id, dtype=dtype)
-            tokenizer = self.source_tokenizer or _load_source_tokenizer(self.source_model_id, location, {})
+            teacher = load_model(self.source_model_id, dtype=dtype)
+            tokenizer = self.source_tokenizer or model_tokenizer(self.source_model_id)
         except (OSError, ValueError, TokswapError) as err:
             message = (
                 f"Could not reload the original model {self.source_model_id!r} as the self-distillation teacher ({err})"
@@ -505,19 +444,49 @@ class TokenizerSwapper:
         )
 
 
-def _load_source_tokenizer(source_model_id: str, location: str, model_kwargs: dict):
-    """The tokenizer saved with the source model (its folder, GGUF file or Hub repo)."""
-    from transformers import AutoTokenizer
+def make_draft(small, big, big_tokenizer=None, **swap_kwargs):
+    """Give `small` the vocabulary of `big` so it can serve as `big.generate(assistant_model=...)`.
 
-    kwargs = {k: v for k, v in model_kwargs.items() if k in ("revision", "token", "trust_remote_code", "gguf_file")}
-    try:  # a model loaded from a folder since deleted ends here too: the hint below is the fix
-        _, extra = _resolve_model_location(str(location))
-        kwargs.update(extra)
-        return AutoTokenizer.from_pretrained(location, **kwargs)
-    except (OSError, ValueError) as err:
-        raise SwapperError(
-            f"Could not load the tokenizer of the source model '{source_model_id}' ({err}); pass `source_tokenizer=`."
-        ) from err
+    Args:
+        small (`str`, `os.PathLike` or `PreTrainedModel`): the draft's starting point (Hub id, folder, GGUF file,
+            tokswap asset name or model).
+        big (`str`, `os.PathLike` or `PreTrainedModel`): the model to draft for; only its config, tokenizer and
+            generation config are read when it is given by name.
+        big_tokenizer (*optional*): the big model's tokenizer, when it cannot be loaded from `big`.
+        swap_kwargs: passed to `TokenizerSwapper.from_pretrained` (`alignment`, `init_method`, `corpus`, `donor`,
+            `dtype`, ...). `pad_to_multiple_of` is set by this function.
+
+    Returns:
+        `TokenizerSwapper`: its model has exactly `big`'s `vocab_size`, special token ids and generation config;
+        `swap_record["draft_for"]` names `big`.
+    """
+    from tokswap.drafting import (
+        DraftError,
+        _big_generation_config,
+        _big_model_config,
+        _text_config,
+        adopt_generation_settings,
+    )
+
+    hub_kwargs = {k: v for k, v in swap_kwargs.items() if k in ("token", "revision", "trust_remote_code")}
+    big_config = _text_config(_big_model_config(big, **hub_kwargs))
+    tokenizer = big_tokenizer if big_tokenizer is not None else big
+    if hasattr(tokenizer, "config"):  # a loaded model: its tokenizer must be given
+        raise DraftError("`big` is a loaded model: pass its tokenizer as `big_tokenizer=`.")
+    if "pad_to_multiple_of" in swap_kwargs:
+        raise DraftError("make_draft sets the vocabulary size to the big model's; drop `pad_to_multiple_of`.")
+    vocab_size = int(big_config.vocab_size)
+    # rounding the tokenizer's length up to a multiple of vocab_size gives exactly vocab_size when it fits
+    swapper = TokenizerSwapper.from_pretrained(small, tokenizer, pad_to_multiple_of=vocab_size, **swap_kwargs)
+    rows = swapper.model.get_input_embeddings().weight.shape[0]
+    if rows != vocab_size:
+        raise DraftError(
+            f"The big model's vocab_size ({vocab_size}) is smaller than its tokenizer ({len(swapper.tokenizer)} "
+            "tokens): a draft cannot match it. Check that `big_tokenizer` belongs to `big`."
+        )
+    adopt_generation_settings(swapper.model, big_config, _big_generation_config(big, big_config, **hub_kwargs))
+    swapper.swap_record["draft_for"] = str(big if isinstance(big, (str, os.PathLike)) else big_config._name_or_path)
+    return swapper
 
 
 def _describe_run(kind: str, config, **extra) -> dict:

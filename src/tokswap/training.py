@@ -1287,10 +1287,9 @@ def _cli_teacher(args, model):
                 "tokswap asset name), or use --recovery ce."
             )
         return None, None
-    from tokswap.swapper import _load_source_tokenizer, load_causal_lm
+    from tokswap.loading import load_model, model_tokenizer
 
-    teacher_model, location, _ = load_causal_lm(teacher, dtype=model.dtype)
-    return teacher_model, _load_source_tokenizer(str(teacher), location, {})
+    return load_model(teacher, dtype=model.dtype), model_tokenizer(teacher)
 
 
 __all__ = [

@@ -20,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -32,11 +31,13 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from tokswap.alignment import ALIGNMENT_CONFIG_NAME, AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
-from tokswap.errors import check_fraction, check_positive, check_positive_int
-from tokswap.align.matching import nearest_neighbours, normalize_rows, precision_at_k, procrustes_map, relative_representations
-from tokswap.utils import cache_dir, check_local_path, check_output_dir, get_logger
-from tokswap.utils.cli import examples_formatter
+from tokswap.align.matching import (
+    nearest_neighbours,
+    normalize_rows,
+    precision_at_k,
+    procrustes_map,
+    relative_representations,
+)
 from tokswap.align.vocab import (
     _source_preference,
     _vocab_by_id,
@@ -46,6 +47,10 @@ from tokswap.align.vocab import (
     token_bytes,
     tokenizer_scheme,
 )
+from tokswap.alignment import ALIGNMENT_CONFIG_NAME, AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
+from tokswap.errors import check_fraction, check_positive, check_positive_int
+from tokswap.utils import cache_dir, check_local_path, check_output_dir, get_logger
+from tokswap.utils.cli import add_dataclass_arguments, dataclass_kwargs, examples_formatter
 
 logger = get_logger(__name__)
 
@@ -106,7 +111,8 @@ class AlignmentConfig:
     )
     chunk_size: int = field(default=2048, metadata={"help": "Target rows per similarity block in the matching."})
     corpus_bytes: int = field(
-        default=8_000_000, metadata={"help": "Size of the default corpus (`tokswap.offline.corpus.build_corpus`) in bytes."}
+        default=8_000_000,
+        metadata={"help": "Size of the default corpus (`tokswap.offline.corpus.build_corpus`) in bytes."},
     )
     eval_documents: int = field(
         default=200,
@@ -239,7 +245,9 @@ def _prepare_corpus(corpus, config: AlignmentConfig):
         from tokswap.offline.corpus import build_corpus
 
         corpus = build_corpus(total_bytes=config.corpus_bytes, seed=config.seed)
-        description["source"] = f"tokswap.offline.corpus.build_corpus(total_bytes={config.corpus_bytes}, seed={config.seed})"
+        description["source"] = (
+            f"tokswap.offline.corpus.build_corpus(total_bytes={config.corpus_bytes}, seed={config.seed})"
+        )
     if isinstance(corpus, (str, os.PathLike)):
         description.setdefault("source", os.fspath(corpus))
         corpus = load_corpus(corpus)
@@ -803,7 +811,7 @@ def align_tokenizers(
     Raises:
         AlignmentError (and subclasses `CorpusTooSmallError`, `NoOverlapError`): bad input.
     """
-    from tokswap import __version__
+    from tokswap.constants import __version__
 
     config = config or AlignmentConfig()
     timings = {}
@@ -955,12 +963,7 @@ def _cli_align(args) -> int:
     check_local_path(args.target_tokenizer, "The target tokenizer")
     corpus = None if args.corpus in (None, "default") else args.corpus
     check_corpus_path(corpus)
-    config_kwargs = {}
-    for item in fields(AlignmentConfig):
-        value = getattr(args, item.name, None)
-        if value is not None:
-            config_kwargs[item.name] = value
-    config = AlignmentConfig(**config_kwargs)
+    config = AlignmentConfig(**dataclass_kwargs(args, AlignmentConfig))
     alignment = align_tokenizers(
         args.source_tokenizer, args.target_tokenizer, corpus=corpus, config=config, progress=not args.quiet
     )
@@ -1006,23 +1009,6 @@ def register_cli(subparsers) -> None:
         help="replace --output when it holds an earlier alignment (never other folders)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    defaults = AlignmentConfig()
-    for item in fields(AlignmentConfig):
-        if item.name in ("cache",):
-            continue
-        flag = "--" + item.name.replace("_", "-")
-        default = getattr(defaults, item.name)
-        help_text = item.metadata.get("help", "")
-        if isinstance(default, bool):
-            parser.add_argument(
-                flag,
-                dest=item.name,
-                default=None,
-                action=argparse.BooleanOptionalAction,
-                help=f"{help_text} (default: {default})",
-            )
-        else:
-            kind = type(default) if default is not None else (int if item.name in ("num_proc", "search_dim") else str)
-            parser.add_argument(flag, dest=item.name, type=kind, default=None, help=f"{help_text} (default: {default})")
+    add_dataclass_arguments(parser, AlignmentConfig, skip=("cache",), types={"num_proc": int, "search_dim": int})
     parser.add_argument("--no-cache", dest="cache", action="store_false", default=None, help="recompute every stage")
     parser.set_defaults(func=_cli_align)

@@ -15,7 +15,7 @@ import importlib
 import os
 import sys
 
-from tokswap import __version__
+from tokswap.constants import __version__
 from tokswap.errors import TokswapError
 
 # Sub-command -> (module that registers it, one-line help). Only the module of the command being

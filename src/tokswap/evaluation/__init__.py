@@ -899,7 +899,7 @@ def evaluate(
         "compression_vs_reference": {...}, "settings": {...}, "seconds": {...}}` (sections only for
         what was asked).
     """
-    from tokswap import __version__
+    from tokswap.constants import __version__
 
     names = _split_tasks(tasks)
     results: Dict[str, Any] = {

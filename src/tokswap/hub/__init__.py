@@ -76,8 +76,8 @@ NO_PREBUILT_ENV = "TOKSWAP_NO_PREBUILT_ALIGNMENTS"
 ON_MISMATCH_ENV = "TOKSWAP_ON_ALIGNMENT_MISMATCH"
 INDEX_FILENAME = "index.json"
 INDEX_FORMAT_VERSION = 1
-CARD_NAME = "README.md"
-TOKSWAP_CONFIG_NAME = "tokswap_config.json"
+from tokswap.constants import CARD_NAME, TOKSWAP_CONFIG_NAME  # noqa: E402,F401 (re-exported)
+
 ALIGNMENT_SUBFOLDER = "alignment"
 ALIGNMENT_REPO_FILES = (ALIGNMENT_WEIGHTS_NAME, ALIGNMENT_CONFIG_NAME, CARD_NAME)
 ON_MISMATCH_CHOICES = ("error", "compute")
@@ -183,7 +183,7 @@ def _hf_api(token: Optional[str] = None, endpoint: Optional[str] = None):
 
 
 def _version() -> str:
-    from tokswap import __version__
+    from tokswap.constants import __version__
 
     return __version__
 

@@ -9,7 +9,7 @@ from typing import Optional
 
 ALIGNMENT_NAMESPACE_ENV = "TOKSWAP_ALIGNMENT_NAMESPACE"
 DEFAULT_ALIGNMENT_NAMESPACE = "tokswap-alignments"
-INDEX_REPO_NAME = "index"
+from tokswap.constants import INDEX_REPO_NAME  # noqa: E402,F401 (re-exported)
 
 
 def alignment_namespace() -> str:

@@ -721,6 +721,18 @@ _TOKENIZER_BUILDERS: Dict[str, Callable[[Path], None]] = {
 }
 
 
+def tokenizer_asset_key(name: str) -> Optional[str]:
+    """The canonical tokenizer asset name for `name` (aliases followed), or None when it is not one."""
+    key = _TOKENIZER_ALIASES.get(name.lower(), name.lower())
+    return key if key in _TOKENIZER_BUILDERS else None
+
+
+def model_asset_key(name: str) -> Optional[str]:
+    """The canonical model asset name for `name` (aliases followed), or None when it is not one."""
+    key = _MODEL_ALIASES.get(name.lower(), name.lower())
+    return key if key in _MODEL_BUILDERS else None
+
+
 def _canonical_tokenizer_name(name: str) -> str:
     key = name.lower()
     key = _TOKENIZER_ALIASES.get(key, key)

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from tokswap.offline import assets
 from tokswap.errors import TokswapError
+from tokswap.offline import assets
 from tokswap.utils import atomic_output_dir, atomic_output_file, cache_dir, get_logger
 
 logger = get_logger(__name__)
