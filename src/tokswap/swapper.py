@@ -23,11 +23,10 @@ import numpy as np
 
 from tokswap.alignment import RowSource, TokenAlignment, tokenizer_fingerprint
 from tokswap.errors import TokswapError
-from tokswap.init_methods import DEFAULT_INIT_METHOD, INIT_METHODS, get_init_method
+from tokswap.init_methods import DEFAULT_INIT_METHOD, get_init_method
 from tokswap.loading import load_model, load_tokenizer, model_tokenizer
 from tokswap.surgery import swap_vocabulary
-from tokswap.utils import atomic_output_dir, check_local_path, check_output_dir, get_logger
-from tokswap.utils.cli import examples_formatter
+from tokswap.utils import atomic_output_dir, check_local_path, get_logger
 
 logger = get_logger(__name__)
 
@@ -98,21 +97,12 @@ def resolve_alignment(
     if source_fp["vocab_hash"] == target_fp["vocab_hash"]:
         logger.info("Source and target tokenizers are identical: using the identity alignment.")
         return identity_alignment(target_tokenizer), {"origin": "identity"}
-    try:
-        from tokswap.hub import find_prebuilt_alignment
-    except ImportError as err:
-        logger.debug("No Hub lookup of prebuilt alignments available (%s).", err)
-    else:
-        found = find_prebuilt_alignment(source_tokenizer, target_tokenizer)
-        if found is not None:
-            return found, {"origin": "prebuilt", **found.config.get("hub", {})}
-    try:
-        from tokswap.align.pipeline import align_tokenizers
-    except ImportError as err:
-        raise SwapperError(
-            "No alignment was given and none is prebuilt for this tokenizer pair, and the alignment engine "
-            f"is not available ({err}). Pass `alignment=` (a folder or Hub id made with `tokswap align`)."
-        ) from err
+    from tokswap.align.pipeline import align_tokenizers
+    from tokswap.hub import find_prebuilt_alignment
+
+    found = find_prebuilt_alignment(source_tokenizer, target_tokenizer)
+    if found is not None:
+        return found, {"origin": "prebuilt", **found.config.get("hub", {})}
     logger.info(
         "Computing the TokAlign alignment %s -> %s: both tokenizers tokenize %s, GloVe vectors are trained "
         "for each vocabulary and matched. This takes minutes to an hour on a CPU; save it with "
@@ -233,34 +223,13 @@ class TokenizerSwapper:
             (source_tokenizer, "The source tokenizer"),
         ):
             check_local_path(given, what)
-
         target_tokenizer_id = target_tokenizer if isinstance(target_tokenizer, (str, os.PathLike)) else None
-        tokenizer_kwargs = {k: v for k, v in model_kwargs.items() if k in ("token", "trust_remote_code")}
-        if not isinstance(target_tokenizer, (str, os.PathLike)):
-            # the swapper owns its tokenizer: training sets a pad token on it, which must not leak into the
-            # caller's object (its fingerprint would no longer match alignments made for it)
-            target_tokenizer = copy.deepcopy(target_tokenizer)
-        target_tokenizer = load_tokenizer(target_tokenizer, **tokenizer_kwargs)
-
-        if isinstance(source_model, (str, os.PathLike)):
-            source_model_id = str(source_model)
-            model = load_model(source_model, **model_kwargs)
-            if source_tokenizer is None:
-                source_tokenizer = model_tokenizer(source_model_id, **model_kwargs)
-        else:
-            model = source_model
-            source_model_id = getattr(model, "name_or_path", None) or getattr(model.config, "_name_or_path", "")
-            if source_tokenizer is None and source_model_id:
-                source_tokenizer = model_tokenizer(source_model_id, **model_kwargs)
-        if source_tokenizer is None:
-            raise SwapperError("Could not find the source model's tokenizer: pass `source_tokenizer=`.")
-        source_tokenizer = load_tokenizer(source_tokenizer, **tokenizer_kwargs)
+        target_tokenizer = _own_target_tokenizer(target_tokenizer, model_kwargs)
+        model, source_model_id, source_tokenizer = _load_source(source_model, source_tokenizer, model_kwargs)
         from tokswap.training import check_finite
 
         # before an alignment is computed and broken rows are copied into the new vocabulary
         check_finite(model, f"The source model {source_model_id!r}", allow_nonfinite)
-
-        hub_kwargs = {k: v for k, v in model_kwargs.items() if k == "token"}
         resolved, origin = resolve_alignment(
             alignment,
             source_tokenizer,
@@ -268,16 +237,11 @@ class TokenizerSwapper:
             corpus=corpus,
             alignment_config=alignment_config,
             trust_unverified=trust_unverified,
-            **hub_kwargs,
+            **{k: v for k, v in model_kwargs.items() if k == "token"},
         )
         if donor is not None:
-            resolved = dataclasses.replace(
-                resolved, target_space=donor_embeddings(donor, target_tokenizer, **model_kwargs)
-            )
-            origin = {**origin, "donor": donor if isinstance(donor, (str, os.PathLike)) else type(donor).__name__}
-        num_source_rows = model.get_input_embeddings().weight.shape[0]
-        architecture = type(model).__name__
-        num_parameters = sum(p.numel() for p in model.parameters())
+            resolved, origin = _with_donor(resolved, origin, donor, target_tokenizer, model_kwargs)
+        before = _ModelFacts.of(model)
         swap_vocabulary(
             model,
             resolved,
@@ -288,33 +252,19 @@ class TokenizerSwapper:
             seed=seed,
         )
         method = get_init_method(init_method)
-        from tokswap.constants import __version__
-
-        record = {
-            "tokswap_version": __version__,
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "source_model": source_model_id,
-            "architecture": architecture,
-            "num_parameters_before": int(num_parameters),
-            "num_parameters": int(sum(p.numel() for p in model.parameters())),
-            "source_tokenizer": tokenizer_fingerprint(source_tokenizer),
-            "target_tokenizer": tokenizer_fingerprint(target_tokenizer),
-            "target_tokenizer_id": str(target_tokenizer_id) if target_tokenizer_id is not None else None,
-            "source_vocab_size": int(num_source_rows),
-            "target_vocab_size": int(len(target_tokenizer)),
-            "padded_vocab_size": int(model.config.vocab_size),
-            "pad_to_multiple_of": pad_to_multiple_of,
-            "init_method": method.name,
-            "init_method_paper": method.paper,
-            "seed": seed,
-            "alignment": {
-                **origin,
-                "row_source_counts": resolved.counts_by_row_source(),
-                "metrics": resolved.config.get("metrics", {}),
-            },
-            "tied_embeddings": bool(model.get_input_embeddings().weight is model.get_output_embeddings().weight),
-            "training": [],
-        }
+        record = _swap_record(
+            model,
+            before,
+            resolved,
+            origin,
+            method,
+            source_model_id,
+            source_tokenizer,
+            target_tokenizer,
+            target_tokenizer_id,
+            pad_to_multiple_of,
+            seed,
+        )
         return cls(model, target_tokenizer, resolved, source_model_id, source_tokenizer, method.name, record)
 
     @classmethod
@@ -444,6 +394,101 @@ class TokenizerSwapper:
         )
 
 
+# --------------------------------------------------------------------------- from_pretrained's steps
+def _own_target_tokenizer(target_tokenizer, model_kwargs: dict):
+    """The target tokenizer, loaded by name or copied: the swapper owns it, since training sets a pad token on
+    it, which must not leak into the caller's object (its fingerprint would no longer match its alignments)."""
+    if not isinstance(target_tokenizer, (str, os.PathLike)):
+        target_tokenizer = copy.deepcopy(target_tokenizer)
+    return load_tokenizer(target_tokenizer, **_tokenizer_kwargs(model_kwargs))
+
+
+def _tokenizer_kwargs(model_kwargs: dict) -> dict:
+    return {k: v for k, v in model_kwargs.items() if k in ("token", "trust_remote_code")}
+
+
+def _load_source(source_model, source_tokenizer, model_kwargs: dict):
+    """`(model, source_model_id, source_tokenizer)`: the source model and the tokenizer it was trained with."""
+    if isinstance(source_model, (str, os.PathLike)):
+        source_model_id = str(source_model)
+        model = load_model(source_model, **model_kwargs)
+    else:
+        model = source_model
+        source_model_id = getattr(model, "name_or_path", None) or getattr(model.config, "_name_or_path", "")
+    if source_tokenizer is None and source_model_id:
+        source_tokenizer = model_tokenizer(source_model_id, **model_kwargs)
+    if source_tokenizer is None:
+        raise SwapperError("Could not find the source model's tokenizer: pass `source_tokenizer=`.")
+    return model, source_model_id, load_tokenizer(source_tokenizer, **_tokenizer_kwargs(model_kwargs))
+
+
+def _with_donor(resolved: TokenAlignment, origin: dict, donor, target_tokenizer, model_kwargs: dict):
+    """The alignment with a donor model's embeddings as its target-side space (for `omp` and `focus`)."""
+    space = donor_embeddings(donor, target_tokenizer, **model_kwargs)
+    name = donor if isinstance(donor, (str, os.PathLike)) else type(donor).__name__
+    return dataclasses.replace(resolved, target_space=space), {**origin, "donor": name}
+
+
+@dataclasses.dataclass(frozen=True)
+class _ModelFacts:
+    """What the swap record says about the model before the swap."""
+
+    architecture: str
+    num_parameters: int
+    num_rows: int
+
+    @classmethod
+    def of(cls, model) -> _ModelFacts:
+        return cls(
+            type(model).__name__,
+            sum(p.numel() for p in model.parameters()),
+            model.get_input_embeddings().weight.shape[0],
+        )
+
+
+def _swap_record(
+    model,
+    before: _ModelFacts,
+    resolved,
+    origin,
+    method,
+    source_model_id,
+    source_tokenizer,
+    target_tokenizer,
+    target_tokenizer_id,
+    pad_to_multiple_of,
+    seed,
+) -> dict:
+    """How the model was made: saved beside it as `tokswap_config.json` (and read by its card)."""
+    from tokswap.constants import __version__
+
+    return {
+        "tokswap_version": __version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "source_model": source_model_id,
+        "architecture": before.architecture,
+        "num_parameters_before": int(before.num_parameters),
+        "num_parameters": int(sum(p.numel() for p in model.parameters())),
+        "source_tokenizer": tokenizer_fingerprint(source_tokenizer),
+        "target_tokenizer": tokenizer_fingerprint(target_tokenizer),
+        "target_tokenizer_id": str(target_tokenizer_id) if target_tokenizer_id is not None else None,
+        "source_vocab_size": int(before.num_rows),
+        "target_vocab_size": int(len(target_tokenizer)),
+        "padded_vocab_size": int(model.config.vocab_size),
+        "pad_to_multiple_of": pad_to_multiple_of,
+        "init_method": method.name,
+        "init_method_paper": method.paper,
+        "seed": seed,
+        "alignment": {
+            **origin,
+            "row_source_counts": resolved.counts_by_row_source(),
+            "metrics": resolved.config.get("metrics", {}),
+        },
+        "tied_embeddings": bool(model.get_input_embeddings().weight is model.get_output_embeddings().weight),
+        "training": [],
+    }
+
+
 def make_draft(small, big, big_tokenizer=None, **swap_kwargs):
     """Give `small` the vocabulary of `big` so it can serve as `big.generate(assistant_model=...)`.
 
@@ -506,103 +551,3 @@ def _describe_run(kind: str, config, **extra) -> dict:
 
 
 # --------------------------------------------------------------------------- CLI
-SWAP_EXAMPLES = """examples:
-  tokswap swap smollm2-135m qwen2.5 --output smollm2-qwen
-  tokswap swap HuggingFaceTB/SmolLM2-135M Qwen/Qwen2.5-0.5B --alignment alignments/smollm2-qwen2.5 \\
-      --init-method tokalign --output smollm2-qwen-tokalign
-  tokswap swap smollm2-135m qwen2.5 --donor qwen2.5-coder-0.5b --init-method focus --output smollm2-qwen-focus
-"""
-
-
-def register_cli(subparsers) -> None:
-    """`tokswap swap SRC TGT --output DIR [--alignment ...] [--init-method ...]`."""
-    parser = subparsers.add_parser(
-        "swap",
-        help="give a causal LM a new tokenizer (embedding surgery) and save it",
-        description="Load SRC (a causal LM), give it the vocabulary of TGT (a tokenizer or model), initialize the "
-        "new embedding rows from the alignment, and save a plain transformers model folder.",
-    )
-    parser.epilog = SWAP_EXAMPLES
-    parser.formatter_class = examples_formatter(parser.formatter_class)
-    parser.add_argument("source", metavar="SRC", help="source model: Hub id, folder, GGUF file or tokswap asset name")
-    parser.add_argument("target", metavar="TGT", help="target tokenizer: Hub id or folder of a tokenizer or model")
-    parser.add_argument("--output", "-o", required=True, help="folder to write the swapped model to (new or empty)")
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace --output when it holds an earlier `tokswap swap` result (never other folders)",
-    )
-    parser.add_argument(
-        "--alignment", help="alignment folder or Hub id (default: prebuilt for the pair, else computed)"
-    )
-    parser.add_argument(
-        "--trust-unverified",
-        action="store_true",
-        help="use an --alignment whose checksums or vocabulary hashes are missing or do not match "
-        "(older tokswap, edited files); refused by default",
-    )
-    parser.add_argument(
-        "--init-method",
-        default=DEFAULT_INIT_METHOD,
-        choices=sorted(INIT_METHODS),
-        help=f"how new rows are initialized (default: {DEFAULT_INIT_METHOD}, the measured best)",
-    )
-    parser.add_argument(
-        "--donor",
-        default=None,
-        help="a model that already uses TGT's tokenizer: its embeddings guide the omp/focus inits",
-    )
-    parser.add_argument(
-        "--pad-to-multiple-of", type=int, default=64, help="pad the vocabulary to a multiple (default 64)"
-    )
-    parser.add_argument("--corpus", help="text file or folder to compute the alignment on, when it must be computed")
-    parser.add_argument("--dtype", default=None, help="model dtype, e.g. float32, bfloat16 (default: the checkpoint's)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random init methods")
-    parser.add_argument("--revision", default=None, help="source model revision")
-    parser.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the Hub")
-    parser.add_argument(
-        "--allow-nonfinite",
-        action="store_true",
-        help="only warn when the source model's weights hold NaN/inf values (default: refuse)",
-    )
-    parser.set_defaults(func=_cli_swap)
-
-
-def _cli_swap(args) -> int:
-    check_output_dir(args.output, args.overwrite, TOKSWAP_CONFIG_NAME)  # before minutes of loading and surgery
-    if args.corpus:
-        from tokswap.align.pipeline import check_corpus_path
-
-        check_corpus_path(args.corpus)
-    model_kwargs: dict[str, Any] = {}
-    if args.dtype:
-        import torch
-
-        if not hasattr(torch, args.dtype) or not isinstance(getattr(torch, args.dtype), torch.dtype):
-            raise SwapperError(f"Unknown --dtype {args.dtype!r}; use e.g. float32, bfloat16, float16.")
-        model_kwargs["dtype"] = getattr(torch, args.dtype)
-    if args.revision:
-        model_kwargs["revision"] = args.revision
-    if args.trust_remote_code:
-        model_kwargs["trust_remote_code"] = True
-    swapper = TokenizerSwapper.from_pretrained(
-        args.source,
-        args.target,
-        alignment=args.alignment,
-        init_method=args.init_method,
-        corpus=args.corpus,
-        pad_to_multiple_of=args.pad_to_multiple_of,
-        seed=args.seed,
-        donor=args.donor,
-        allow_nonfinite=args.allow_nonfinite,
-        trust_unverified=args.trust_unverified,
-        **model_kwargs,
-    )
-    swapper.save_pretrained(args.output, overwrite=args.overwrite)
-    counts = swapper.swap_record["alignment"]["row_source_counts"]
-    print(
-        f"Saved {swapper.swap_record['architecture']} with the vocabulary of {args.target} "
-        f"({swapper.swap_record['target_vocab_size']} tokens, padded to {swapper.swap_record['padded_vocab_size']}; "
-        f"init '{swapper.init_method}'; rows: {counts}) to {args.output}"
-    )
-    return 0

@@ -22,7 +22,7 @@ from tokswap.errors import TokswapError
 # run is imported: each pulls in torch/transformers, and `tokswap --help` should stay instant.
 _COMMANDS = {
     "align": ("tokswap.align.pipeline", "learn a token alignment between two tokenizers (TokAlign)"),
-    "swap": ("tokswap.swapper", "give a model a new tokenizer, initialized from an alignment"),
+    "swap": ("tokswap.cli.swap", "give a model a new tokenizer, initialized from an alignment"),
     "train": ("tokswap.training", "two-stage vocabulary adaptation on TRL"),
     "distill": ("tokswap.distillation", "token-level distillation from a teacher sharing the vocabulary"),
     "draft": ("tokswap.drafting", "make a draft model for speculative decoding (swap + distill from the big model)"),
