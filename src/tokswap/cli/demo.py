@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from tokswap.constants import TOKSWAP_CONFIG_NAME
 from tokswap.errors import TokswapError
 from tokswap.utils import atomic_output_file, check_output_dir, get_logger
 from tokswap.utils.cli import examples_formatter
@@ -187,12 +188,10 @@ def _get_alignment(source_tokenizer, target_tokenizer, corpus, config: DemoConfi
     from tokswap.align.pipeline import AlignmentConfig, align_tokenizers
 
     if config.use_prebuilt_alignment:
-        try:
-            from tokswap.hub import find_prebuilt_alignment
+        from tokswap.hub import find_prebuilt_alignment
 
+        try:
             found = find_prebuilt_alignment(source_tokenizer, target_tokenizer, on_mismatch="compute")
-        except ImportError:
-            found = None
         except TokswapError as err:  # a Hub answered with something unusable: compute instead
             steps.note(f"prebuilt alignment unusable ({err}); computing one")
             found = None
@@ -340,6 +339,8 @@ def _summary_table(evaluations: Dict[str, dict], tasks: Sequence[str]) -> str:
 def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
     """Run the whole demo and return its results (also written to `<output>/results.json`).
 
+    The body is the recipe a user would write; each step is a short function below.
+
     Args:
         config (`DemoConfig`, *optional*): settings; the defaults fit about 30 minutes on a 2-core CPU.
         stream: where progress lines go (default: stdout).
@@ -350,13 +351,10 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
     """
     import torch
 
-    from tokswap.swapper import TOKSWAP_CONFIG_NAME
+    from tokswap.offline.corpus import build_corpus
+    from tokswap.swapper import TokenizerSwapper
 
-    config = config or DemoConfig()
-    if config.stage1_steps < 0 or config.stage2_steps < 0:
-        raise DemoError("Step counts must be >= 0.")
-    if config.limit is not None and config.limit < 1:
-        raise DemoError(f"--limit must be at least 1, got {config.limit}.")
+    config = _checked(config or DemoConfig())
     output = Path(config.output)
     # The demo replaces its own previous output, never a folder it did not write: check before the long run.
     check_output_dir(output, overwrite=True, marker=TOKSWAP_CONFIG_NAME)
@@ -367,16 +365,75 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
         f"(TokAlign), a short two-stage training, evaluation before and after. Output: {output}"
     )
 
-    # 1. Assets ---------------------------------------------------------------------------------
+    steps.start("assets", "Fetching the real assets (cached after the first run)")
+    model_dir, source_tokenizer, target_tokenizer, config = _fetch_assets(config, steps)
+
+    steps.start("corpus", f"Building the default corpus ({config.corpus_bytes / 1e6:g} MB: multilingual, code, math)")
+    corpus = build_corpus(config.corpus_bytes, seed=config.corpus_seed)
+    heldout = heldout_by_domain(corpus, config.eval_bytes_per_domain)
+    _note_corpus(corpus, heldout, steps)
+
+    steps.start("eval_before", "Evaluating the unswapped model (bits per byte, compression, zero-shot)")
+    evaluations = {"before": _evaluate_unswapped(model_dir, source_tokenizer, heldout, config, steps)}
+
+    steps.start("alignment", f"Getting the alignment {config.source_tokenizer} -> {config.target_tokenizer}")
+    alignment, alignment_origin = _get_alignment(source_tokenizer, target_tokenizer, corpus, config, steps)
+    _note_alignment(alignment, steps)
+
+    steps.start("swap", f"Swapping the vocabulary ({config.init_method} init) and evaluating right after")
+    swapper = TokenizerSwapper.from_pretrained(
+        model_dir,
+        target_tokenizer,
+        alignment=alignment,
+        init_method=config.init_method,
+        source_tokenizer=source_tokenizer,
+        seed=config.seed,
+        dtype=torch.float32,
+    )
+    swapper.swap_record["alignment"].update({k: v for k, v in alignment_origin.items() if k != "hyperparameters"})
+    evaluations["after swap"] = _evaluate_swapped(swapper, source_tokenizer, heldout, config, steps)
+
+    steps.start("training", _training_headline(config))
+    curve, training_record = _train_briefly(swapper, corpus, config, steps)
+
+    steps.start("eval_after", "Evaluating after training")
+    evaluations["after training"] = _evaluate_swapped(swapper, source_tokenizer, heldout, config, steps)
+
+    steps.start("save", f"Saving the model, results.json and the loss plot to {output}")
+    swapper.save_pretrained(output, overwrite=True)
+    saved = _save_outputs(output, heldout, curve, evaluations, config, steps)
+    results = _results(
+        config, model_dir, alignment, alignment_origin, evaluations, training_record, curve, steps, saved
+    )
+    with atomic_output_file(output / "results.json", "w") as handle:
+        json.dump(results, handle, indent=2, ensure_ascii=False, default=str)
+    _print_summary(results, config, steps)
+    return results
+
+
+# ----------------------------------------------------------------------------------------------
+# The demo's steps
+# ----------------------------------------------------------------------------------------------
+
+
+def _checked(config: DemoConfig) -> DemoConfig:
+    if config.stage1_steps < 0 or config.stage2_steps < 0:
+        raise DemoError("Step counts must be >= 0.")
+    if config.limit is not None and config.limit < 1:
+        raise DemoError(f"--limit must be at least 1, got {config.limit}.")
+    return config
+
+
+def _fetch_assets(config: DemoConfig, steps: _Steps):
+    """`(model folder, source tokenizer, target tokenizer, config)`; the config loses the semantic similarity
+    when sentence-transformers is not installed."""
+    from tokswap.loading import load_tokenizer, resolve
     from tokswap.offline import assets
 
-    steps.start("assets", "Fetching the real assets (cached after the first run)")
-    model_dir = (
-        assets.model_path(config.source_model) if not os.path.isdir(config.source_model) else Path(config.source_model)
-    )
+    model_dir = resolve(config.source_model).path
     steps.note(f"model: {model_dir}")
-    source_tokenizer = assets.load_tokenizer(config.source_tokenizer)
-    target_tokenizer = assets.load_tokenizer(config.target_tokenizer)
+    source_tokenizer = load_tokenizer(config.source_tokenizer)
+    target_tokenizer = load_tokenizer(config.target_tokenizer)
     steps.note(
         f"tokenizers: {config.source_tokenizer} ({len(source_tokenizer)} tokens) -> "
         f"{config.target_tokenizer} ({len(target_tokenizer)} tokens)"
@@ -394,131 +451,105 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
             config = replace(config, semantic_similarity=False)
         else:
             assets.minilm_path()
+    return model_dir, source_tokenizer, target_tokenizer, config
 
-    # 2. Corpus ---------------------------------------------------------------------------------
-    from tokswap.offline.corpus import build_corpus
 
-    steps.start("corpus", f"Building the default corpus ({config.corpus_bytes / 1e6:g} MB: multilingual, code, math)")
-    corpus = build_corpus(config.corpus_bytes, seed=config.corpus_seed)
-    heldout = heldout_by_domain(corpus, config.eval_bytes_per_domain)
+def _note_corpus(corpus, heldout: Dict[str, List[str]], steps: _Steps) -> None:
     steps.note(
         f"{len(corpus['train'])} training chunks; held-out per domain: "
         + ", ".join(f"{d} {sum(len(t.encode('utf-8')) for t in texts)} B" for d, texts in heldout.items())
     )
 
-    # 3. Baseline -------------------------------------------------------------------------------
-    from transformers import AutoModelForCausalLM
 
-    steps.start("eval_before", "Evaluating the unswapped model (bits per byte, compression, zero-shot)")
-    evaluations: Dict[str, dict] = {}
-    base_model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
-    evaluations["before"] = _evaluate(base_model, source_tokenizer, heldout, config)
-    steps.note(f"bits/byte (all held-out text): {evaluations['before']['bpb']['all']['bits_per_byte']:.4f}")
-    del base_model
+def _evaluate_unswapped(model_dir: str, source_tokenizer, heldout, config: DemoConfig, steps: _Steps) -> dict:
+    import torch
 
-    # 4. Alignment ------------------------------------------------------------------------------
-    steps.start("alignment", f"Getting the alignment {config.source_tokenizer} -> {config.target_tokenizer}")
-    alignment, alignment_origin = _get_alignment(source_tokenizer, target_tokenizer, corpus, config, steps)
+    from tokswap.loading import load_model
+
+    base_model = load_model(model_dir, dtype=torch.float32)
+    evaluation = _evaluate(base_model, source_tokenizer, heldout, config)
+    steps.note(f"bits/byte (all held-out text): {evaluation['bpb']['all']['bits_per_byte']:.4f}")
+    return evaluation
+
+
+def _evaluate_swapped(swapper, source_tokenizer, heldout, config: DemoConfig, steps: _Steps) -> dict:
+    evaluation = _evaluate(swapper.model, swapper.tokenizer, heldout, config, reference_tokenizer=source_tokenizer)
+    steps.note(f"bits/byte (all held-out text): {evaluation['bpb']['all']['bits_per_byte']:.4f}")
+    return evaluation
+
+
+def _note_alignment(alignment, steps: _Steps) -> None:
     metrics = alignment.config.get("metrics", {})
-    steps.note(
-        "alignment: "
-        + ", ".join(
-            f"{k} {v:.4f}" for k, v in metrics.items() if k in ("bleu1", "semantic_similarity") and isinstance(v, float)
-        )
-        + f"; rows: {alignment.counts_by_row_source()}"
-    )
+    scores = [
+        f"{k} {v:.4f}" for k, v in metrics.items() if k in ("bleu1", "semantic_similarity") and isinstance(v, float)
+    ]
+    steps.note("alignment: " + ", ".join(scores) + f"; rows: {alignment.counts_by_row_source()}")
 
-    # 5. Swap -----------------------------------------------------------------------------------
-    from tokswap.swapper import TokenizerSwapper
 
-    steps.start("swap", f"Swapping the vocabulary ({config.init_method} init) and evaluating right after")
-    swapper = TokenizerSwapper.from_pretrained(
-        str(model_dir),
-        target_tokenizer,
-        alignment=alignment,
-        init_method=config.init_method,
-        source_tokenizer=source_tokenizer,
-        seed=config.seed,
-        dtype=torch.float32,
-    )
-    swapper.swap_record["alignment"].update({k: v for k, v in alignment_origin.items() if k != "hyperparameters"})
-    evaluations["after swap"] = _evaluate(
-        swapper.model, swapper.tokenizer, heldout, config, reference_tokenizer=source_tokenizer
-    )
-    steps.note(f"bits/byte (all held-out text): {evaluations['after swap']['bpb']['all']['bits_per_byte']:.4f}")
-
-    # 6. Training -------------------------------------------------------------------------------
-    from tokswap.training import VocabAdaptationConfig
-
-    total_steps = config.stage1_steps + config.stage2_steps
-    steps.start(
-        "training",
+def _training_headline(config: DemoConfig) -> str:
+    return (
         f"Training in two stages: {config.stage1_steps} steps embeddings + head "
         f"(lr {config.stage1_learning_rate:g}), then {config.stage2_steps} steps whole model "
         f"(lr {config.stage2_learning_rate:g}); {config.batch_size} x {config.seq_length} "
-        "packed tokens per step",
+        "packed tokens per step"
     )
-    curve: List[dict] = []
-    training_record: Dict[str, Any] = {}
-    if total_steps:
-        with tempfile.TemporaryDirectory(prefix="tokswap-demo-train-") as work:
-            train_config = VocabAdaptationConfig(
-                output_dir=work,
-                stage1_max_steps=config.stage1_steps,
-                stage2_max_steps=config.stage2_steps,
-                stage1_learning_rate=config.stage1_learning_rate,
-                stage2_learning_rate=config.stage2_learning_rate,
-                max_length=config.seq_length,
-                per_device_train_batch_size=config.batch_size,
-                packing=True,
-                logging_steps=1,
-                seed=config.seed,
-                save_final_model=False,
-                bf16=False,
-                # No checkpoints: the demo saves the final model itself; checkpoints would cost GBs of writes.
-                sft_kwargs={
-                    "save_strategy": "no",
-                    "use_cpu": not torch.cuda.is_available(),
-                    "disable_tqdm": not config.progress,
-                    "dataloader_num_workers": 0,
-                },
-            )
-            result = swapper.train(corpus["train"].select_columns(["text"]), train_config)
-        curve = _training_curve(result)
-        training_record = {
-            "global_steps": result.global_steps,
-            "tokens_per_step": config.batch_size * config.seq_length,
-        }
-        if curve:
-            first = [p for p in curve if p["stage"] == 1] or curve
-            steps.note(
-                f"training loss (nats/token): {first[0]['loss']:.3f} at step {first[0]['step']} -> "
-                f"{curve[-1]['loss']:.3f} at step {curve[-1]['step']}"
-            )
-    else:
+
+
+def _training_config(work: str, config: DemoConfig):
+    import torch
+
+    from tokswap.training import VocabAdaptationConfig
+
+    return VocabAdaptationConfig(
+        output_dir=work,
+        stage1_max_steps=config.stage1_steps,
+        stage2_max_steps=config.stage2_steps,
+        stage1_learning_rate=config.stage1_learning_rate,
+        stage2_learning_rate=config.stage2_learning_rate,
+        max_length=config.seq_length,
+        per_device_train_batch_size=config.batch_size,
+        packing=True,
+        logging_steps=1,
+        seed=config.seed,
+        save_final_model=False,
+        bf16=False,
+        # No checkpoints: the demo saves the final model itself; checkpoints would cost GBs of writes.
+        sft_kwargs={
+            "save_strategy": "no",
+            "use_cpu": not torch.cuda.is_available(),
+            "disable_tqdm": not config.progress,
+            "dataloader_num_workers": 0,
+        },
+    )
+
+
+def _train_briefly(swapper, corpus, config: DemoConfig, steps: _Steps):
+    """`(training curve, training record)` after the two short stages (nothing when no steps are asked)."""
+    if not config.stage1_steps + config.stage2_steps:
         steps.note("no training steps requested")
+        return [], {}
+    with tempfile.TemporaryDirectory(prefix="tokswap-demo-train-") as work:
+        result = swapper.train(corpus["train"].select_columns(["text"]), _training_config(work, config))
+    curve = _training_curve(result)
+    record = {"global_steps": result.global_steps, "tokens_per_step": config.batch_size * config.seq_length}
+    if curve:
+        first = [p for p in curve if p["stage"] == 1] or curve
+        steps.note(
+            f"training loss (nats/token): {first[0]['loss']:.3f} at step {first[0]['step']} -> "
+            f"{curve[-1]['loss']:.3f} at step {curve[-1]['step']}"
+        )
+    return curve, record
 
-    # 7. After training -------------------------------------------------------------------------
-    steps.start("eval_after", "Evaluating after training")
-    evaluations["after training"] = _evaluate(
-        swapper.model, swapper.tokenizer, heldout, config, reference_tokenizer=source_tokenizer
-    )
-    steps.note(f"bits/byte (all held-out text): {evaluations['after training']['bpb']['all']['bits_per_byte']:.4f}")
 
-    # 8. Save -----------------------------------------------------------------------------------
-    steps.start("save", f"Saving the model, results.json and the loss plot to {output}")
-    swapper.save_pretrained(output, overwrite=True)
+def _save_outputs(output: Path, heldout, curve, evaluations, config: DemoConfig, steps: _Steps) -> dict:
+    """Write the held-out texts and the loss plot beside the model; `{"heldout_file", "plot", "verify"}`."""
     heldout_file = output / "heldout.json"
     with atomic_output_file(heldout_file, "w") as handle:
         json.dump(heldout, handle, ensure_ascii=False)
     plot_file = output / "loss_curve.png"
+    title = f"{config.source_model} with the {config.target_tokenizer} tokenizer ({config.init_method} init)"
     try:
-        _plot(
-            curve,
-            evaluations,
-            plot_file,
-            f"{config.source_model} with the {config.target_tokenizer} tokenizer ({config.init_method} init)",
-        )
+        _plot(curve, evaluations, plot_file, title)
     except ImportError:
         steps.note("matplotlib is not installed: no plot (pip install 'tokswap[eval]'); the curve is in results.json")
         plot_file = None
@@ -527,26 +558,31 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
         f"--batch-size {EVAL_BATCH_SIZE} --max-length {EVAL_MAX_LENGTH}"
     )
     steps.finish()
-    results = {
+    return {"heldout_file": heldout_file, "plot": plot_file, "verify": verify}
+
+
+def _results(config, model_dir, alignment, alignment_origin, evaluations, training_record, curve, steps, saved) -> dict:
+    return {
         "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(config).items()},
         "source_model_dir": str(model_dir),
         "alignment": {
-            **{k: v for k, v in alignment_origin.items()},
-            "metrics": metrics,
+            **dict(alignment_origin),
+            "metrics": alignment.config.get("metrics", {}),
             "row_source_counts": alignment.counts_by_row_source(),
         },
         "evaluations": evaluations,
         "training": training_record,
         "training_curve": curve,
         "seconds": {**steps.seconds, "total": round(steps.elapsed, 2)},
-        "output": str(output),
-        "plot": str(plot_file) if plot_file else None,
-        "heldout_file": str(heldout_file),
-        "verify_command": verify,
+        "output": str(Path(config.output)),
+        "plot": str(saved["plot"]) if saved["plot"] else None,
+        "heldout_file": str(saved["heldout_file"]),
+        "verify_command": saved["verify"],
     }
-    with atomic_output_file(output / "results.json", "w") as handle:
-        json.dump(results, handle, indent=2, ensure_ascii=False, default=str)
 
+
+def _print_summary(results: dict, config: DemoConfig, steps: _Steps) -> None:
+    evaluations, output = results["evaluations"], Path(results["output"])
     steps.print("\nResults (held-out text never trained on; bits per byte is comparable across tokenizers)\n")
     steps.print(_summary_table(evaluations, config.tasks))
     change = (evaluations["after swap"].get("compression_vs_reference") or {}).get("all", {}).get("token_change_pct")
@@ -557,11 +593,10 @@ def run_demo(config: Optional[DemoConfig] = None, stream=None) -> dict:
         )
     steps.print(
         f"\nSaved: {output} (model + tokenizer + alignment), {output / 'results.json'}"
-        + (f", {plot_file}" if plot_file else "")
+        + (f", {results['plot']}" if results["plot"] else "")
     )
-    steps.print(f"Check the after-training bits per byte on the saved model with:\n  {verify}")
+    steps.print(f"Check the after-training bits per byte on the saved model with:\n  {results['verify_command']}")
     steps.print(f"Total time: {steps._clock(steps.elapsed)}")
-    return results
 
 
 # ----------------------------------------------------------------------------------------------
