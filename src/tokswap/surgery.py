@@ -12,6 +12,7 @@ memory is the swapped model plus the smaller of the old matrices.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional
 
@@ -212,29 +213,14 @@ def swap_vocabulary(
         UnknownInitMethodError: `init_method` is not registered.
     """
     method = get_init_method(init_method)
-    input_embeddings = model.get_input_embeddings()
-    output_embeddings = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if input_embeddings is None or getattr(input_embeddings, "weight", None) is None:
-        raise SurgeryError(f"{type(model).__name__} has no input embedding matrix to swap.")
-    if output_embeddings is None or getattr(output_embeddings, "weight", None) is None:
-        raise SurgeryError(
-            f"{type(model).__name__} has no output embeddings (no language-model head): tokswap swaps the "
-            "vocabulary of causal LMs. Load the model with AutoModelForCausalLM."
-        )
+    input_embeddings, output_embeddings = _embedding_modules(model)
     if method.needs_tokenizers:
         method._require_tokenizers(source_tokenizer, target_tokenizer)  # raises the clear error early
-
     num_source_rows = input_embeddings.weight.shape[0]
-    if output_embeddings.weight.shape[0] != num_source_rows:
-        raise SurgeryError(
-            f"The input embeddings have {num_source_rows} rows but the output embeddings have "
-            f"{output_embeddings.weight.shape[0]}; tokswap expects one row per token in both."
-        )
     new_special_ids = check_special_tokens(model, target_tokenizer)
     aligned = prepare_alignment(alignment, target_tokenizer, num_source_rows, pad_to_multiple_of, source_tokenizer)
     num_rows = aligned.num_target_rows
     padding_rows = np.flatnonzero(aligned.row_sources == RowSource.PADDING)
-
     tied = _are_tied(input_embeddings, output_embeddings)
     views = _config_views(model.config)
     old_vocab_size = getattr(views[-1], "vocab_size", num_source_rows)
@@ -251,35 +237,68 @@ def swap_vocabulary(
         method.name,
         "tied" if tied else "untied",
     )
+    build = functools.partial(
+        _new_matrix, method, alignment=aligned, padding_rows=padding_rows, init_kwargs=init_kwargs, seed=seed
+    )
+    _swap_input_rows(input_embeddings, build, new_special_ids.get("pad_token_id"), num_rows)
+    _swap_output_rows(output_embeddings, input_embeddings, build, tied, num_rows)
+    _follow_the_new_vocabulary(model, views, old_vocab_size, num_rows, new_special_ids)
+    if tied and hasattr(model, "tie_weights"):
+        model.tie_weights()
+    return model
 
-    # Input embeddings: build, swap in, drop the old matrix before touching the head.
+
+def _embedding_modules(model):
+    """`(input embeddings, output embeddings)`, each with one row per token, or a `SurgeryError` saying why not."""
+    input_embeddings = model.get_input_embeddings()
+    output_embeddings = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if input_embeddings is None or getattr(input_embeddings, "weight", None) is None:
+        raise SurgeryError(f"{type(model).__name__} has no input embedding matrix to swap.")
+    if output_embeddings is None or getattr(output_embeddings, "weight", None) is None:
+        raise SurgeryError(
+            f"{type(model).__name__} has no output embeddings (no language-model head): tokswap swaps the "
+            "vocabulary of causal LMs. Load the model with AutoModelForCausalLM."
+        )
+    num_source_rows = input_embeddings.weight.shape[0]
+    if output_embeddings.weight.shape[0] != num_source_rows:
+        raise SurgeryError(
+            f"The input embeddings have {num_source_rows} rows but the output embeddings have "
+            f"{output_embeddings.weight.shape[0]}; tokswap expects one row per token in both."
+        )
+    return input_embeddings, output_embeddings
+
+
+def _swap_input_rows(input_embeddings, build, new_pad_id, num_rows: int) -> None:
+    """Build the new input matrix and swap it in (the old one is dropped before the head is touched)."""
     old_input = input_embeddings.weight
-    requires_grad_in = old_input.requires_grad
-    new_input = _new_matrix(method, old_input.detach(), aligned, padding_rows, init_kwargs, seed)
-    _replace_embedding_weight(input_embeddings, new_input, requires_grad_in)
-    padding_idx = getattr(input_embeddings, "padding_idx", None)
-    if padding_idx is not None:
-        new_pad = new_special_ids.get("pad_token_id")
-        input_embeddings.padding_idx = new_pad if new_pad is not None and new_pad < num_rows else None
+    requires_grad = old_input.requires_grad
+    new_input = build(old_input.detach())
+    del old_input
+    _replace_embedding_weight(input_embeddings, new_input, requires_grad)
+    if getattr(input_embeddings, "padding_idx", None) is not None:
+        input_embeddings.padding_idx = new_pad_id if new_pad_id is not None and new_pad_id < num_rows else None
 
+
+def _swap_output_rows(output_embeddings, input_embeddings, build, tied: bool, num_rows: int) -> None:
+    """The head follows: shared with the input matrix when tied, else built the same way; its bias too."""
     if tied:
-        del old_input
         output_embeddings.weight = input_embeddings.weight
         if hasattr(output_embeddings, "out_features"):
             output_embeddings.out_features = num_rows
     else:
-        del old_input
         old_output = output_embeddings.weight
-        requires_grad_out = old_output.requires_grad
-        new_output = _new_matrix(method, old_output.detach(), aligned, padding_rows, init_kwargs, seed)
-        _replace_embedding_weight(output_embeddings, new_output, requires_grad_out)
+        requires_grad = old_output.requires_grad
+        new_output = build(old_output.detach())
         del old_output
+        _replace_embedding_weight(output_embeddings, new_output, requires_grad)
     bias = getattr(output_embeddings, "bias", None)
     if isinstance(bias, torch.Tensor):
-        new_bias = _new_matrix(method, bias.detach().unsqueeze(1), aligned, padding_rows, init_kwargs, seed)
+        new_bias = build(bias.detach().unsqueeze(1))
         output_embeddings.bias = nn.Parameter(new_bias.squeeze(1).contiguous(), requires_grad=bias.requires_grad)
 
-    # Config, module attributes, generation config and tokens follow the target tokenizer.
+
+def _follow_the_new_vocabulary(model, views, old_vocab_size: int, num_rows: int, new_special_ids: dict) -> None:
+    """Config, module attributes, generation config and special token ids follow the target tokenizer."""
     for view in views:
         view.vocab_size = num_rows
     for module in model.modules():  # models that cache vocab_size on a module (e.g. for the loss)
@@ -295,6 +314,3 @@ def swap_vocabulary(
     for attr, value in new_special_ids.items():
         if value is None:
             logger.info("The target tokenizer defines no %s: config.%s is now None.", attr[:-3], attr)
-    if tied and hasattr(model, "tie_weights"):
-        model.tie_weights()
-    return model
