@@ -12,10 +12,10 @@ from tokswap.align.pipeline import (
     align_tokenizers,
     build_alignment,
     calibrate_match_gate,
-    register_cli,
 )
-from tokswap.alignment import AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
 from tokswap.align.quality import baseline_alignment, bleu1, source_to_target_map
+from tokswap.alignment import AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
+from tokswap.cli.align import register_cli
 
 pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
 

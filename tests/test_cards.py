@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from huggingface_hub import ModelCard
 
-from tokswap.hub import cards
 from tokswap.alignment import RowSource, TokenAlignment
+from tokswap.hub import cards
 
 pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
 

@@ -151,9 +151,9 @@ def test_tokswap_eval_command_reproduces_the_demo(quick_demo, capsys):
 def test_prebuilt_alignment_on_the_hub_is_used(quick_demo, hub):
     """Once the alignment is on the (loopback) Hub, the demo's alignment step takes it instead of computing."""
     from tokswap import TokenAlignment
-    from tokswap.offline.assets import load_tokenizer
     from tokswap.cli.demo import DemoConfig, _get_alignment, _Steps
     from tokswap.hub import push_alignment
+    from tokswap.offline.assets import load_tokenizer
 
     output, _, _, config = quick_demo
     alignment = TokenAlignment.from_pretrained(output / "alignment")

@@ -7,8 +7,8 @@ import transformers
 
 from tokswap.alignment import RowSource, TokenAlignment, tokenizer_fingerprint
 from tokswap.drafting import DraftError, check_draft_compatible, measure_speculative_decoding
-from tokswap.swapper import make_draft
 from tokswap.init_methods import source_pieces
+from tokswap.swapper import make_draft
 
 pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
 

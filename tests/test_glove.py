@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from tokswap.align.cooccurrence import CooccurrenceCounter, CooccurrenceError, CooccurrenceMatrix, count_cooccurrences
-from tokswap.errors import TokswapError
 from tokswap.align.glove import GloveConfig, GloveError, GloveVectors, load_stanford_vectors, train_glove
+from tokswap.errors import TokswapError
 
 
 def naive_counts(documents, window, symmetric=True, distance_weighting=True, keep=None):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from tokswap.alignment import AlignmentError
 from tokswap.align.vocab import identical_token_pairs, special_token_pairs, token_bytes, tokenizer_scheme
+from tokswap.alignment import AlignmentError
 
 
 @pytest.fixture(scope="module")

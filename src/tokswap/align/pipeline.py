@@ -47,14 +47,13 @@ from tokswap.align.vocab import (
     token_bytes,
     tokenizer_scheme,
 )
-from tokswap.alignment import ALIGNMENT_CONFIG_NAME, AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
+from tokswap.alignment import AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
 from tokswap.errors import check_fraction, check_positive, check_positive_int
-from tokswap.utils import cache_dir, check_local_path, check_output_dir, get_logger
-from tokswap.utils.cli import add_dataclass_arguments, dataclass_kwargs, examples_formatter
+from tokswap.utils import cache_dir, check_local_path, get_logger
 
 logger = get_logger(__name__)
 
-__all__ = ["AlignmentConfig", "align_tokenizers", "build_alignment", "evaluate_alignment", "register_cli"]
+__all__ = ["AlignmentConfig", "align_tokenizers", "build_alignment", "evaluate_alignment"]
 
 _CACHE_VERSION = "v1"
 
@@ -955,60 +954,3 @@ def summary_table(alignment: TokenAlignment) -> str:
         rows.append((f"baseline {kind} bleu1", f"{values.get('bleu1', float('nan')):.4f}"))
     width = max(len(str(name)) for name, _ in rows)
     return "\n".join(f"{str(name):<{width}}  {value}" for name, value in rows)
-
-
-def _cli_align(args) -> int:
-    check_output_dir(args.output, args.overwrite, ALIGNMENT_CONFIG_NAME)  # before the long alignment run
-    check_local_path(args.source_tokenizer, "The source tokenizer")
-    check_local_path(args.target_tokenizer, "The target tokenizer")
-    corpus = None if args.corpus in (None, "default") else args.corpus
-    check_corpus_path(corpus)
-    config = AlignmentConfig(**dataclass_kwargs(args, AlignmentConfig))
-    alignment = align_tokenizers(
-        args.source_tokenizer, args.target_tokenizer, corpus=corpus, config=config, progress=not args.quiet
-    )
-    alignment.save_pretrained(args.output, overwrite=args.overwrite)
-    print(summary_table(alignment))
-    print(f"saved to {args.output}")
-    return 0
-
-
-ALIGN_EXAMPLES = """examples:
-  tokswap align smollm2 qwen2.5 --output alignments/smollm2-qwen2.5
-  tokswap align gpt-neox gemma3 --corpus my_corpus.jsonl --dim 100 --iterations 10 --output alignments/neox-gemma3
-  tokswap align HuggingFaceTB/SmolLM2-135M Qwen/Qwen2.5-0.5B --output alignments/smollm2-qwen2.5 --overwrite
-"""
-
-
-def register_cli(subparsers) -> None:
-    """Add `tokswap align SRC TGT --output DIR` to the tokswap command line."""
-    parser = subparsers.add_parser(
-        "align",
-        help="learn a token alignment between two tokenizers (TokAlign)",
-        description="Learn which source token each target token inherits its parameters from: tokenize a corpus "
-        "with both tokenizers, train GloVe vectors per vocabulary, pair identical tokens by bytes and match the rest.",
-    )
-    parser.epilog = ALIGN_EXAMPLES
-    parser.formatter_class = examples_formatter(parser.formatter_class)
-    parser.add_argument(
-        "source_tokenizer", help="source tokenizer: asset name (smollm2, gpt-neox...), folder or Hub id"
-    )
-    parser.add_argument("target_tokenizer", help="target tokenizer: asset name (qwen2.5, gemma3...), folder or Hub id")
-    parser.add_argument(
-        "--corpus",
-        default="default",
-        help="'default' (tokswap's mixed corpus, --corpus-bytes of it), a .jsonl/.txt file or a dataset "
-        "folder (default: default)",
-    )
-    parser.add_argument(
-        "--output", required=True, help="folder for alignment.safetensors + alignment_config.json (new or empty)"
-    )
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace --output when it holds an earlier alignment (never other folders)",
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    add_dataclass_arguments(parser, AlignmentConfig, skip=("cache",), types={"num_proc": int, "search_dim": int})
-    parser.add_argument("--no-cache", dest="cache", action="store_false", default=None, help="recompute every stage")
-    parser.set_defaults(func=_cli_align)

@@ -1,7 +1,7 @@
 """The `tokswap` command line: `tokswap align | swap | train | distill | draft | eval | push | assets | demo`.
 
-Each feature module contributes its sub-command through a `register_cli(subparsers)` function
-that adds a parser and sets `func=callable(args) -> int`. Exit codes: 0 success, 2 a user error
+Each sub-command lives in its own module, `tokswap.cli.<command>`, whose `register_cli(subparsers)` adds
+a parser and sets `func=callable(args) -> int`; the feature modules never parse arguments. Exit codes: 0 success, 2 a user error
 (bad arguments or input, with a message saying what to fix), 1 anything unexpected.
 
 A user error is one line on stderr; `--debug` (anywhere on the line) or `TOKSWAP_DEBUG=1` shows
@@ -21,14 +21,14 @@ from tokswap.errors import TokswapError
 # Sub-command -> (module that registers it, one-line help). Only the module of the command being
 # run is imported: each pulls in torch/transformers, and `tokswap --help` should stay instant.
 _COMMANDS = {
-    "align": ("tokswap.align.pipeline", "learn a token alignment between two tokenizers (TokAlign)"),
+    "align": ("tokswap.cli.align", "learn a token alignment between two tokenizers (TokAlign)"),
     "swap": ("tokswap.cli.swap", "give a model a new tokenizer, initialized from an alignment"),
-    "train": ("tokswap.training", "two-stage vocabulary adaptation on TRL"),
-    "distill": ("tokswap.distillation", "token-level distillation from a teacher sharing the vocabulary"),
-    "draft": ("tokswap.drafting", "make a draft model for speculative decoding (swap + distill from the big model)"),
+    "train": ("tokswap.cli.train", "two-stage vocabulary adaptation on TRL"),
+    "distill": ("tokswap.cli.distill", "token-level distillation from a teacher sharing the vocabulary"),
+    "draft": ("tokswap.cli.draft", "make a draft model for speculative decoding (swap + distill from the big model)"),
     "eval": ("tokswap.evaluation", "bits per byte, compression and zero-shot accuracy"),
-    "push": ("tokswap.hub", "publish a swapped model or an alignment to the Hub"),
-    "assets": ("tokswap.offline.assets", "fetch and list the real tokenizers, models and data sets"),
+    "push": ("tokswap.cli.push", "publish a swapped model or an alignment to the Hub"),
+    "assets": ("tokswap.cli.assets", "fetch and list the real tokenizers, models and data sets"),
     "demo": ("tokswap.cli.demo", "the whole job end to end on real assets (the README's main command)"),
 }
 
