@@ -40,9 +40,9 @@ from trl import SFTConfig, SFTTrainer
 
 from tokswap.alignment import tokenizer_fingerprint
 from tokswap.errors import TokswapError, check_positive, check_positive_int
+from tokswap.modeling import align_special_token_ids
 from tokswap.telemetry import PublicHubTelemetryMixin
-from tokswap.training import (
-    align_special_token_ids,
+from tokswap.trainer_utils import (
     bf16_supported,
     check_finite,
     launched_on_cpus,

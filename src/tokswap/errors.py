@@ -42,3 +42,11 @@ def check_fraction(error, name: str, value, flag=None, optional: bool = False, c
     )
     if not ok:
         raise error(f"{_label(name, flag)} must be in [0, 1{']' if closed else ')'}, got {value!r}.")
+
+
+class TrainingError(TokswapError):
+    """A training run cannot start as configured (the message says what to change)."""
+
+
+class NonFiniteError(TokswapError):
+    """A model holds NaN or infinite weights, or a run logged a NaN or infinite loss or gradient norm."""

@@ -99,7 +99,7 @@ class SelfDistillationConfig(SFTConfig):
     )
 
     def __post_init__(self):
-        from tokswap.training import bf16_supported, launched_on_cpus
+        from tokswap.trainer_utils import bf16_supported, launched_on_cpus
 
         if self.bf16 is None and not self.fp16:
             self.bf16 = bf16_supported()
@@ -435,7 +435,7 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
         teacher_tokenizer=None,
         **kwargs,
     ):
-        from tokswap.training import align_special_token_ids
+        from tokswap.modeling import align_special_token_ids
 
         if args is None:
             args = SelfDistillationConfig(output_dir="tokswap-self-distilled")
@@ -552,7 +552,7 @@ def self_distill(
     callbacks=None,
 ) -> SelfDistillationTrainer:
     """Train `student` (a swapped model) to match `teacher` (the model before the swap); returns the trainer."""
-    from tokswap.training import never_shrink_vocabulary, resolve_resume_checkpoint
+    from tokswap.trainer_utils import never_shrink_vocabulary, resolve_resume_checkpoint
 
     config = config or SelfDistillationConfig(output_dir="tokswap-self-distilled")
     trainer = SelfDistillationTrainer(

@@ -23,6 +23,7 @@ from torch import nn
 from tokswap.alignment import RowSource, TokenAlignment
 from tokswap.errors import TokswapError
 from tokswap.init_methods import get_init_method
+from tokswap.modeling import weights_are_shared
 from tokswap.utils import get_logger
 
 logger = get_logger(__name__)
@@ -62,13 +63,6 @@ def _config_views(config):
         if text is not None and text is not config:
             views.append(text)
     return views
-
-
-def _are_tied(input_embeddings: nn.Module, output_embeddings: nn.Module) -> bool:
-    w_in, w_out = input_embeddings.weight, output_embeddings.weight
-    if w_in is w_out:
-        return True
-    return w_in.shape == w_out.shape and w_in.device == w_out.device and w_in.data_ptr() == w_out.data_ptr()
 
 
 def check_special_tokens(model, target_tokenizer) -> dict:
@@ -221,7 +215,7 @@ def swap_vocabulary(
     aligned = prepare_alignment(alignment, target_tokenizer, num_source_rows, pad_to_multiple_of, source_tokenizer)
     num_rows = aligned.num_target_rows
     padding_rows = np.flatnonzero(aligned.row_sources == RowSource.PADDING)
-    tied = _are_tied(input_embeddings, output_embeddings)
+    tied = weights_are_shared(input_embeddings.weight, output_embeddings.weight)
     views = _config_views(model.config)
     old_vocab_size = getattr(views[-1], "vocab_size", num_source_rows)
     initializer_range = float(getattr(views[-1], "initializer_range", 0.02) or 0.02)

@@ -226,7 +226,7 @@ class TokenizerSwapper:
         target_tokenizer_id = target_tokenizer if isinstance(target_tokenizer, (str, os.PathLike)) else None
         target_tokenizer = _own_target_tokenizer(target_tokenizer, model_kwargs)
         model, source_model_id, source_tokenizer = _load_source(source_model, source_tokenizer, model_kwargs)
-        from tokswap.training import check_finite
+        from tokswap.trainer_utils import check_finite
 
         # before an alignment is computed and broken rows are copied into the new vocabulary
         check_finite(model, f"The source model {source_model_id!r}", allow_nonfinite)

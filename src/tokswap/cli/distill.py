@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tokswap.cli.run_flags import add_run_arguments
 from tokswap.distillation import DIVERGENCES, TokenDistillationConfig, distill
-from tokswap.training import is_main_process
+from tokswap.trainer_utils import is_main_process
 from tokswap.utils import check_local_path
 from tokswap.utils.cli import examples_formatter
 
@@ -47,7 +47,7 @@ def _cli_distill(args) -> int:
     from transformers import AutoTokenizer
 
     from tokswap.cli.run_flags import run_arguments
-    from tokswap.training import load_model_for_training, load_training_dataset
+    from tokswap.trainer_utils import load_model_for_training, load_training_dataset
 
     # every path before any loading: a typo in --teacher should not cost loading the student first
     check_local_path(args.student_dir, "The student")

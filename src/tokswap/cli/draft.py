@@ -75,7 +75,7 @@ def _distill_draft(swapper, args) -> None:
 
     from tokswap.cli.run_flags import run_arguments
     from tokswap.distillation import TokenDistillationConfig
-    from tokswap.training import load_model_for_training, load_training_dataset
+    from tokswap.trainer_utils import load_model_for_training, load_training_dataset
 
     dataset = load_training_dataset(args.dataset)
     teacher, teacher_tokenizer = load_model_for_training(args.big)
