@@ -22,27 +22,18 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from tokswap.errors import TokswapError
 from tokswap.utils import atomic_output_dir, check_local_path, get_logger, sha256_file
 
 logger = get_logger(__name__)
 
-from tokswap.constants import ALIGNMENT_CONFIG_NAME, ALIGNMENT_WEIGHTS_NAME  # noqa: E402,F401 (re-exported)
+from tokswap.constants import ALIGNMENT_CONFIG_NAME, ALIGNMENT_WEIGHTS_NAME, INTEGRITY_KEY  # noqa: E402,F401 (re-exported)
+from tokswap.errors import AlignmentError, UnverifiedAlignmentError  # noqa: E402,F401 (re-exported)
 
 ALIGNMENT_FORMAT_VERSION = 1
-INTEGRITY_KEY = "integrity"
 TRUST_UNVERIFIED_HINT = (
     "Recompute it with `tokswap align` (or get it again from where it came from), or pass trust_unverified=True "
     "(--trust-unverified) to use it anyway."
 )
-
-
-class AlignmentError(TokswapError):
-    """Raised when an alignment cannot be built or does not fit the tokenizers it is used with."""
-
-
-class UnverifiedAlignmentError(AlignmentError):
-    """Raised when an alignment's files cannot be shown to be the ones tokswap saved (no checksums, or a mismatch)."""
 
 
 def config_digest(config: dict) -> str:
@@ -336,7 +327,7 @@ class TokenAlignment:
             path_or_repo_id (`str` or `os.PathLike`): a folder written by `save_pretrained`, or a Hub repo id.
             trust_unverified (`bool`, defaults to `False`): use an alignment whose checksums or vocabulary hashes
                 are missing or do not match, with a warning, instead of refusing it.
-            hub_kwargs: passed to `tokswap.hub.download_alignment` (`revision`, `token`, ...).
+            hub_kwargs: passed to `tokswap.hub.download.download_alignment` (`revision`, `token`, ...).
 
         Raises:
             `UnverifiedAlignmentError`: the files are not the ones `save_pretrained` wrote (see `check_integrity`).
@@ -348,10 +339,10 @@ class TokenAlignment:
         path = Path(path_or_repo_id)
         where = str(path)
         if not path.is_dir():
-            from tokswap import hub  # the Hub lookup lives there; a local folder needs no network
+            from tokswap.hub.download import download_alignment  # a local folder needs no network
 
             where = str(path_or_repo_id)
-            path = Path(hub.download_alignment(str(path_or_repo_id), trust_unverified=trust_unverified, **hub_kwargs))
+            path = Path(download_alignment(str(path_or_repo_id), trust_unverified=trust_unverified, **hub_kwargs))
         weights, config_file = path / ALIGNMENT_WEIGHTS_NAME, path / ALIGNMENT_CONFIG_NAME
         if not weights.is_file() or not config_file.is_file():
             raise AlignmentError(
@@ -385,9 +376,9 @@ class TokenAlignment:
         `repo_id` defaults to `tokswap-alignments/<source>_to_<target>`; see `tokswap.hub.push_alignment`
         for `private`, `token`, `revision`, `commit_message` and `update_index`.
         """
-        from tokswap import hub
+        from tokswap.hub.push import push_alignment
 
-        return hub.push_alignment(self, repo_id=repo_id, **kwargs)
+        return push_alignment(self, repo_id=repo_id, **kwargs)
 
     @classmethod
     def from_reference_json(

@@ -50,3 +50,11 @@ class TrainingError(TokswapError):
 
 class NonFiniteError(TokswapError):
     """A model holds NaN or infinite weights, or a run logged a NaN or infinite loss or gradient norm."""
+
+
+class AlignmentError(TokswapError):
+    """Raised when an alignment cannot be built or does not fit the tokenizers it is used with."""
+
+
+class UnverifiedAlignmentError(AlignmentError):
+    """Raised when an alignment's files cannot be shown to be the ones tokswap saved (no checksums, or a mismatch)."""

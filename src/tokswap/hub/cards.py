@@ -128,10 +128,8 @@ def _hub_id_of_asset(name: Optional[str]) -> Optional[str]:
     """tokswap asset names (`smollm2-135m`) stand for a Hub model; the card's `base_model` names that model."""
     if not name or not isinstance(name, str) or "/" in name or os.sep in name:
         return name
-    try:
-        from tokswap.offline.assets import ASSET_HUB_IDS
-    except ImportError:  # pragma: no cover - assets is part of tokswap
-        return name
+    from tokswap.offline.assets import ASSET_HUB_IDS
+
     return ASSET_HUB_IDS.get(name.lower(), name)
 
 

@@ -1,0 +1,183 @@
+"""Finding the prebuilt alignment of a tokenizer pair on the Hub: by the index, else by the name-derived repo,
+checked against the tokenizers actually loaded; an unreachable Hub means "compute it"."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Union
+
+from tokswap.alignment import TokenAlignment, tokenizer_fingerprint
+from tokswap.errors import AlignmentError, TokswapError
+from tokswap.hub.download import _is_true, alignment_endpoint, download_alignment, load_alignment_index
+from tokswap.hub.naming import alignment_index_repo_id, alignment_repo_id, pair_key
+from tokswap.utils import get_logger
+
+logger = get_logger(__name__)
+
+NO_PREBUILT_ENV = "TOKSWAP_NO_PREBUILT_ALIGNMENTS"
+ON_MISMATCH_ENV = "TOKSWAP_ON_ALIGNMENT_MISMATCH"
+ON_MISMATCH_CHOICES = ("error", "compute")
+
+
+class _HubUnreachable(ConnectionError):
+    pass
+
+
+def _hub_reachable(endpoint: Optional[str] = None, timeout: float = 3.0) -> bool:
+    """One quick request without retries: does anything answer at the Hub endpoint?
+
+    huggingface_hub retries a refused connection five times with back-off (about 25 s); a lookup
+    that is only an optimization must not cost that when no Hub is reachable.
+    """
+    from huggingface_hub import constants
+    from huggingface_hub.utils import get_session
+
+    if constants.is_offline_mode():
+        return False
+    url = (endpoint or alignment_endpoint() or constants.ENDPOINT).rstrip("/") + "/api/whoami-v2"
+    try:
+        get_session().head(url, timeout=timeout)  # any HTTP answer, even 401, means a Hub is there
+    except Exception as err:  # refused, DNS failure, timeout, proxy error...
+        logger.debug("The Hub at %s did not answer (%s).", url, type(err).__name__)
+        return False
+    return True
+
+
+def _network_failure_types() -> tuple:
+    """Exceptions that mean "no Hub answered" (as opposed to "the Hub said no")."""
+    from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
+
+    types = [LocalEntryNotFoundError, OfflineModeIsEnabled, ConnectionError, TimeoutError, _HubUnreachable]
+    try:
+        import httpx
+
+        types.append(httpx.TransportError)
+    except ImportError:  # pragma: no cover - huggingface_hub 2 always has httpx
+        pass
+    try:
+        import requests
+
+        types.append(requests.exceptions.ConnectionError)
+        types.append(requests.exceptions.Timeout)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(types)
+
+
+def find_prebuilt_alignment(
+    source_tokenizer,
+    target_tokenizer,
+    revision: Optional[str] = None,
+    on_mismatch: Optional[str] = None,
+    token: Optional[Union[str, bool]] = None,
+    namespace: Optional[str] = None,
+    cache_dir: Optional[Union[str, os.PathLike]] = None,
+) -> Optional[TokenAlignment]:
+    """Find a prebuilt alignment for this tokenizer pair on the Hub, checked against the tokenizers.
+
+    Looks the pair's vocabulary hashes up in `<namespace>/index` (one cached request), else tries the
+    conventional repo `alignment_repo_id(source, target)`. What it downloads must match: the sha256
+    recorded at push time, and the vocabulary hashes of the tokenizers actually loaded.
+
+    Args:
+        source_tokenizer, target_tokenizer: the loaded tokenizers.
+        revision (`str`, *optional*): the alignment repo revision; defaults to the one the index pins
+            (or `main` for a repo found by name).
+        on_mismatch (`str`, *optional*): `"error"` raises `AlignmentError` when the alignment found does
+            not fit the tokenizers; `"compute"` logs a warning and returns `None` so the caller computes
+            one. Defaults to `$TOKSWAP_ON_ALIGNMENT_MISMATCH`, else `"error"`.
+        token: Hub token for private alignment repos.
+        namespace: defaults to `alignment_namespace()`.
+        cache_dir: huggingface_hub cache folder.
+
+    Returns:
+        The alignment (its `config["hub"]` records repo id and revision), or `None` when no Hub
+        answered or nothing fits this pair.
+    """
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+
+    on_mismatch = on_mismatch or os.environ.get(ON_MISMATCH_ENV) or "error"
+    if on_mismatch not in ON_MISMATCH_CHOICES:
+        raise TokswapError(f"on_mismatch must be one of {ON_MISMATCH_CHOICES}, not {on_mismatch!r}.")
+    if _is_true(os.environ.get(NO_PREBUILT_ENV)):
+        logger.info("Not looking for a prebuilt alignment (%s is set).", NO_PREBUILT_ENV)
+        return None
+    source_fp, target_fp = tokenizer_fingerprint(source_tokenizer), tokenizer_fingerprint(target_tokenizer)
+    unreachable = _network_failure_types()
+    # Without a Hub, what is in the cache still counts (HF_HUB_OFFLINE=1 or simply no network).
+    local_only = not _hub_reachable()
+    if local_only:
+        logger.info("No Hub reachable: looking for a prebuilt alignment in the local cache only.")
+
+    entry = None
+    try:
+        index = load_alignment_index(namespace, token=token, local_files_only=local_only)
+        entry = index["alignments"].get(pair_key(source_fp["vocab_hash"], target_fp["vocab_hash"]))
+    except unreachable as err:
+        logger.info("No Hub reachable for prebuilt alignments (%s); computing the alignment.", type(err).__name__)
+        return None
+    except HfHubHTTPError as err:
+        logger.warning("Could not read the alignment index (%s); trying the repo named after the pair.", err)
+
+    if entry is not None:
+        repo_id, pinned, expected = entry["repo_id"], entry.get("revision"), entry.get("alignment_sha256")
+        expected_config = entry.get("config_sha256")
+        how = f"listed in {alignment_index_repo_id(namespace)}"
+    else:
+        repo_id, pinned, expected = alignment_repo_id(source_fp, target_fp, namespace), None, None
+        expected_config = None
+        how = "named after the tokenizer pair"
+    use_revision = revision or pinned
+    where = f"{repo_id}@{use_revision or 'main'}"
+    try:
+        folder = download_alignment(
+            repo_id,
+            revision=use_revision,
+            token=token,
+            cache_dir=cache_dir,
+            expected_sha256=expected,
+            local_files_only=local_only,
+            expected_config_sha256=expected_config,
+        )
+        alignment = TokenAlignment.from_pretrained(folder)
+        _verify_fingerprints(alignment, source_fp, target_fp, source_tokenizer, target_tokenizer)
+    except (RepositoryNotFoundError, RevisionNotFoundError):
+        logger.info(
+            "No prebuilt alignment for %s -> %s on the Hub (%s); computing it.",
+            source_fp["name_or_path"],
+            target_fp["name_or_path"],
+            where,
+        )
+        return None
+    except unreachable as err:
+        logger.info("No Hub reachable for prebuilt alignments (%s); computing the alignment.", type(err).__name__)
+        return None
+    except AlignmentError as err:
+        message = f"The prebuilt alignment {where} ({how}) cannot be used: {err}"
+        if on_mismatch == "error":
+            raise AlignmentError(
+                message + " Pass on_mismatch='compute' to compute a fresh alignment instead."
+            ) from None
+        logger.warning("%s Computing a fresh alignment instead (on_mismatch='compute').", message)
+        return None
+    except HfHubHTTPError as err:
+        logger.warning("The Hub refused the prebuilt alignment %s (%s); computing the alignment.", where, err)
+        return None
+    alignment.config["hub"] = {"repo_id": repo_id, "revision": use_revision or "main", "found_by": how}
+    logger.info("Using the prebuilt alignment %s (%s) instead of computing one.", where, how)
+    return alignment
+
+
+def _verify_fingerprints(alignment, source_fp, target_fp, source_tokenizer, target_tokenizer) -> None:
+    """`alignment.verify`, reusing fingerprints already computed (hashing a 150k vocabulary takes ~0.5 s)."""
+    for side, fingerprint in (("source", source_fp), ("target", target_fp)):
+        recorded = alignment.config.get(f"{side}_tokenizer", {}).get("vocab_hash")
+        if recorded and recorded != fingerprint["vocab_hash"]:
+            alignment.verify(source_tokenizer, target_tokenizer)  # raises, with the canonical message
+    if not alignment.source_fingerprint.get("vocab_hash") or not alignment.target_fingerprint.get("vocab_hash"):
+        alignment.verify(source_tokenizer, target_tokenizer)  # warns that it cannot be checked
+    elif alignment.num_target_rows < target_fp["vocab_size"]:
+        raise AlignmentError(
+            f"The alignment covers {alignment.num_target_rows} target rows but the target tokenizer has "
+            f"{target_fp['vocab_size']} tokens."
+        )
