@@ -26,7 +26,7 @@ _COMMANDS = {
     "train": ("tokswap.cli.train", "two-stage vocabulary adaptation on TRL"),
     "distill": ("tokswap.cli.distill", "token-level distillation from a teacher sharing the vocabulary"),
     "draft": ("tokswap.cli.draft", "make a draft model for speculative decoding (swap + distill from the big model)"),
-    "eval": ("tokswap.evaluation", "bits per byte, compression and zero-shot accuracy"),
+    "eval": ("tokswap.cli.eval", "bits per byte, compression and zero-shot accuracy"),
     "push": ("tokswap.cli.push", "publish a swapped model or an alignment to the Hub"),
     "assets": ("tokswap.cli.assets", "fetch and list the real tokenizers, models and data sets"),
     "demo": ("tokswap.cli.demo", "the whole job end to end on real assets (the README's main command)"),
