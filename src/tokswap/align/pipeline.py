@@ -195,17 +195,9 @@ def _flag(name: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- inputs
 def _load_tokenizer(tokenizer):
-    if not isinstance(tokenizer, (str, os.PathLike)):
-        return tokenizer
-    check_local_path(tokenizer, "The tokenizer")
-    path = Path(tokenizer)
-    if path.is_file() and path.suffix == ".json":
-        from transformers import PreTrainedTokenizerFast
+    from tokswap.loading import load_tokenizer
 
-        return PreTrainedTokenizerFast(tokenizer_file=str(path))
-    from tokswap.offline.assets import load_tokenizer
-
-    return load_tokenizer(str(tokenizer))
+    return load_tokenizer(tokenizer)
 
 
 def _texts_hash(texts) -> str:
@@ -502,33 +494,118 @@ def build_alignment(
     config = config or AlignmentConfig()
     started = time.perf_counter()
     num_source, num_target = len(source_tokenizer), len(target_tokenizer)
-    source_trained = np.zeros(num_source, bool) if source_trained is None else np.asarray(source_trained, bool)
-    target_trained = np.zeros(num_target, bool) if target_trained is None else np.asarray(target_trained, bool)
-    source_trained = np.pad(source_trained, (0, max(0, num_source - len(source_trained))))[:num_source]
-    target_trained = np.pad(target_trained, (0, max(0, num_target - len(target_trained))))[:num_target]
+    source_trained = _trained_mask(source_trained, num_source)
+    target_trained = _trained_mask(target_trained, num_target)
 
+    # 1. Identical tokens (by bytes) map directly; specials by role.
     identical = identical_token_pairs(source_tokenizer, target_tokenizer)
     specials = special_token_pairs(source_tokenizer, target_tokenizer)
     if identical.byte_level_count == 0:
         raise NoOverlapError(
             "The two tokenizers share no token (not even single bytes): there is nothing to anchor an alignment on."
         )
+    rows = _Rows.anchored(num_target, identical, specials)
     source_specials = special_token_ids(source_tokenizer)
-    target_specials = special_token_ids(target_tokenizer)
 
-    target_to_source = np.full(num_target, -1, dtype=np.int64)
-    scores = np.zeros(num_target, dtype=np.float32)
-    row_sources = np.full(num_target, RowSource.FALLBACK, dtype=np.int8)
-    target_to_source[identical.target_ids] = identical.source_ids
-    scores[identical.target_ids] = 1.0
-    row_sources[identical.target_ids] = RowSource.IDENTICAL
-    for target_id, source_id in specials.items():
-        if target_id < num_target:
-            target_to_source[target_id] = source_id
-            scores[target_id] = 1.0
-            row_sources[target_id] = RowSource.SPECIAL
+    # 2. The two GloVe spaces, bridged by the identical tokens both know (some held out to check the matching).
+    usable_t, usable_s = _bridge_pairs(identical, source_trained, target_trained, config)
+    rng = np.random.default_rng(config.anchor_seed)
+    holdout, fit = _split_holdout(len(usable_t), config, rng)
+    source_rep, target_rep, space_info = _spaces(
+        source_vectors, target_vectors, usable_s[fit], usable_t[fit], config, rng
+    )
 
-    # Identical pairs both GloVe spaces know: the bridge between the spaces.
+    # 3. Every other trained target token goes to its nearest source token, if the match is confident enough.
+    matching = _match_rows(
+        rows,
+        source_rep,
+        target_rep,
+        source_trained,
+        target_trained,
+        source_specials,
+        (usable_t[holdout], usable_s[holdout]),
+        config,
+        progress,
+    )
+
+    # 4. Tokens GloVe never saw (or matched unconfidently): the mean of the source tokens their text splits into.
+    source_bytes = token_bytes(source_tokenizer)
+    indptr, indices = _fallback_rows(rows, source_tokenizer, target_tokenizer, specials, source_specials, source_bytes)
+
+    # 5. Reverse direction for evaluation: identical target, else nearest trained target, else pieces.
+    source_to_target = _reverse_map(
+        source_tokenizer,
+        target_tokenizer,
+        identical,
+        specials,
+        source_rep,
+        target_rep,
+        source_trained,
+        target_trained,
+        source_specials,
+        special_token_ids(target_tokenizer),
+        source_bytes,
+        config,
+    )
+    diagnostics = {
+        "identical_raw_string": identical.raw_string_count,
+        "identical_byte_level": identical.byte_level_count,
+        "identical_trained_both": int(len(usable_t)),
+        "special_tokens": specials.details,
+        "matching_method": config.method,
+        **space_info,
+        "self_check_pairs": int(len(holdout)),
+        **matching,
+        "coverage_trained_target": float(target_trained.mean()) if num_target else 0.0,
+        "coverage_trained_source": float(source_trained.mean()) if num_source else 0.0,
+        "build_seconds": round(time.perf_counter() - started, 3),
+    }
+    return TokenAlignment(
+        target_to_source=rows.target_to_source,
+        scores=rows.scores,
+        row_sources=rows.row_sources,
+        fallback_indptr=indptr,
+        fallback_indices=indices,
+        config={"diagnostics": diagnostics},
+        source_to_target=source_to_target,
+    )
+
+
+def _trained_mask(trained, size: int) -> np.ndarray:
+    """Which rows GloVe trained, as a bool array of exactly `size` (None: none)."""
+    trained = np.zeros(size, bool) if trained is None else np.asarray(trained, bool)
+    return np.pad(trained, (0, max(0, size - len(trained))))[:size]
+
+
+@dataclass
+class _Rows:
+    """The alignment being built: for each target row, its source row, its score and where it came from."""
+
+    target_to_source: np.ndarray
+    scores: np.ndarray
+    row_sources: np.ndarray
+
+    @classmethod
+    def anchored(cls, num_target: int, identical, specials) -> _Rows:
+        """Identical tokens and special tokens placed; every other row waits for a match or the fallback."""
+        rows = cls(
+            np.full(num_target, -1, dtype=np.int64),
+            np.zeros(num_target, dtype=np.float32),
+            np.full(num_target, RowSource.FALLBACK, dtype=np.int8),
+        )
+        rows.target_to_source[identical.target_ids] = identical.source_ids
+        rows.scores[identical.target_ids] = 1.0
+        rows.row_sources[identical.target_ids] = RowSource.IDENTICAL
+        for target_id, source_id in specials.items():
+            if target_id < num_target:
+                rows.target_to_source[target_id] = source_id
+                rows.scores[target_id] = 1.0
+                rows.row_sources[target_id] = RowSource.SPECIAL
+        return rows
+
+
+def _bridge_pairs(identical, source_trained, target_trained, config: AlignmentConfig):
+    """`(target ids, source ids)` of the identical pairs both GloVe spaces know: the bridge between the spaces."""
     usable = source_trained[identical.source_ids] & target_trained[identical.target_ids]
     usable_t, usable_s = identical.target_ids[usable], identical.source_ids[usable]
     if len(usable_t) < config.min_identical_pairs:
@@ -537,22 +614,36 @@ def build_alignment(
             f"(of {identical.byte_level_count} identical tokens); at least {config.min_identical_pairs} are needed to "
             "anchor the two vector spaces. Use a larger corpus, or a lower min_count."
         )
-    rng = np.random.default_rng(config.anchor_seed)
-    order = rng.permutation(len(usable_t))
-    num_holdout = int(round(config.holdout_fraction * len(usable_t)))
-    num_holdout = min(num_holdout, len(usable_t) - config.min_identical_pairs) if num_holdout else 0
-    holdout, fit = order[:num_holdout], order[num_holdout:]
-    source_rep, target_rep, space_info = _spaces(
-        source_vectors, target_vectors, usable_s[fit], usable_t[fit], config, rng
-    )
+    return usable_t, usable_s
 
+
+def _split_holdout(num_pairs: int, config: AlignmentConfig, rng):
+    """`(held-out positions, fit positions)`: the held-out identical pairs check the matching and calibrate its gate."""
+    order = rng.permutation(num_pairs)
+    num_holdout = int(round(config.holdout_fraction * num_pairs))
+    num_holdout = min(num_holdout, num_pairs - config.min_identical_pairs) if num_holdout else 0
+    return order[:num_holdout], order[num_holdout:]
+
+
+def _match_rows(
+    rows: _Rows,
+    source_rep,
+    target_rep,
+    source_trained,
+    target_trained,
+    source_specials,
+    holdout_pairs,
+    config,
+    progress,
+) -> dict:
+    """Match every trained, still unplaced target token to its nearest source token (Procrustes + CSLS), then
+    send the matches the calibrated gate does not trust back to the fallback. Returns the matching diagnostics."""
+    holdout_t, holdout_s = holdout_pairs
     # Source candidates: tokens GloVe trained, control tokens excluded (they are mapped by role).
     key_mask = source_trained.copy()
     key_mask[list(source_specials)] = False
     key_ids = np.flatnonzero(key_mask)
-    query_mask = target_trained & (row_sources == RowSource.FALLBACK)
-    match_ids = np.flatnonzero(query_mask)
-    holdout_t, holdout_s = usable_t[holdout], usable_s[holdout]
+    match_ids = np.flatnonzero(target_trained & (rows.row_sources == RowSource.FALLBACK))
     queries = np.concatenate([match_ids, holdout_t])
     hubness = None if config.hubness_correction in (None, "none") else config.hubness_correction
     match_started = time.perf_counter()
@@ -570,9 +661,9 @@ def build_alignment(
     match_seconds = time.perf_counter() - match_started
     picked = key_ids[result.indices.numpy()] if len(queries) else np.zeros((0, 10), np.int64)
     num_match = len(match_ids)
-    target_to_source[match_ids] = picked[:num_match, 0]
-    scores[match_ids] = result.cosine[:num_match, 0].numpy()
-    row_sources[match_ids] = RowSource.GLOVE
+    rows.target_to_source[match_ids] = picked[:num_match, 0]
+    rows.scores[match_ids] = result.cosine[:num_match, 0].numpy()
+    rows.row_sources[match_ids] = RowSource.GLOVE
     self_check = precision_at_k(torch.as_tensor(picked[num_match:]), holdout_s)
     gate = calibrate_match_gate(
         result.scores[num_match:, 0].numpy(), picked[num_match:, 0] == holdout_s, config.min_match_precision
@@ -580,15 +671,28 @@ def build_alignment(
     if gate["threshold"] is not None and num_match:
         # Unconfident matches are worse than splitting the token into source pieces: leave them to the fallback.
         rejected = match_ids[result.scores[:num_match, 0].numpy() < gate["threshold"]]
-        row_sources[rejected] = RowSource.FALLBACK
+        rows.row_sources[rejected] = RowSource.FALLBACK
         gate["rejected"] = int(len(rejected))
-        match_ids = match_ids[row_sources[match_ids] == RowSource.GLOVE]
+        match_ids = match_ids[rows.row_sources[match_ids] == RowSource.GLOVE]
     top1_raw = key_ids[result.top1_uncorrected.numpy()[:num_match]] if num_match else np.zeros(0, np.int64)
-    in_degree = int(np.bincount(target_to_source[match_ids]).max()) if len(match_ids) else 0
-    in_degree_raw = int(np.bincount(top1_raw).max()) if num_match else 0
+    return {
+        "self_check_precision_at_1": self_check["precision@1"],
+        "self_check_precision_at_10": self_check["precision@10"],
+        "glove_matched": int(len(match_ids)),
+        "match_gate": gate,
+        "max_in_degree": int(np.bincount(rows.target_to_source[match_ids]).max()) if len(match_ids) else 0,
+        "max_in_degree_without_hubness_correction": int(np.bincount(top1_raw).max()) if num_match else 0,
+        "hubness_correction": hubness or "none",
+        "matching_seconds": round(match_seconds, 3),
+    }
 
-    # Tokens GloVe never saw: the mean of the source tokens their text splits into.
-    source_bytes = token_bytes(source_tokenizer)
+
+def _fallback_rows(rows: _Rows, source_tokenizer, target_tokenizer, specials, source_specials, source_bytes):
+    """Give every fallback row the source tokens its text splits into; returns the CSR `(indptr, indices)`.
+
+    The longest piece (in bytes) stands for the token where one row is needed (`target_to_source`).
+    """
+    num_target = len(rows.row_sources)
     target_bytes = token_bytes(target_tokenizer)
     source_lookup = _source_preference(
         _vocab_by_id(source_tokenizer),
@@ -599,7 +703,7 @@ def build_alignment(
     default_source = specials.get(_first_role_id(target_tokenizer), None)
     if default_source is None:
         default_source = min(source_specials) if source_specials else 0
-    fallback_ids = np.flatnonzero(row_sources == RowSource.FALLBACK)
+    fallback_ids = np.flatnonzero(rows.row_sources == RowSource.FALLBACK)
     pieces = _split_into_source(
         [target_bytes[i] if i < len(target_bytes) else None for i in fallback_ids],
         source_tokenizer,
@@ -612,55 +716,10 @@ def build_alignment(
     np.cumsum(lengths, out=indptr[1:])
     indices = np.asarray([s for p in pieces for s in p], dtype=np.int64)
     for target_id, ids in zip(fallback_ids, pieces):
-        # The longest piece (in bytes) stands for the token where one row is needed.
-        target_to_source[target_id] = max(ids, key=lambda s: len(source_bytes[s] or b""))
+        rows.target_to_source[target_id] = max(ids, key=lambda s: len(source_bytes[s] or b""))
     if len(fallback_ids):
-        scores[fallback_ids] = 0.0
-
-    # Reverse direction for evaluation: identical target, else nearest trained target, else pieces.
-    source_to_target = _reverse_map(
-        source_tokenizer,
-        target_tokenizer,
-        identical,
-        specials,
-        source_rep,
-        target_rep,
-        source_trained,
-        target_trained,
-        source_specials,
-        target_specials,
-        source_bytes,
-        config,
-    )
-    diagnostics = {
-        "identical_raw_string": identical.raw_string_count,
-        "identical_byte_level": identical.byte_level_count,
-        "identical_trained_both": int(len(usable_t)),
-        "special_tokens": specials.details,
-        "matching_method": config.method,
-        **space_info,
-        "self_check_pairs": int(len(holdout)),
-        "self_check_precision_at_1": self_check["precision@1"],
-        "self_check_precision_at_10": self_check["precision@10"],
-        "glove_matched": int(len(match_ids)),
-        "match_gate": gate,
-        "max_in_degree": in_degree,
-        "max_in_degree_without_hubness_correction": in_degree_raw,
-        "hubness_correction": hubness or "none",
-        "coverage_trained_target": float(target_trained.mean()) if num_target else 0.0,
-        "coverage_trained_source": float(source_trained.mean()) if num_source else 0.0,
-        "matching_seconds": round(match_seconds, 3),
-        "build_seconds": round(time.perf_counter() - started, 3),
-    }
-    return TokenAlignment(
-        target_to_source=target_to_source,
-        scores=scores,
-        row_sources=row_sources,
-        fallback_indptr=indptr,
-        fallback_indices=indices,
-        config={"diagnostics": diagnostics},
-        source_to_target=source_to_target,
-    )
+        rows.scores[fallback_ids] = 0.0
+    return indptr, indices
 
 
 def calibrate_match_gate(
@@ -816,60 +875,25 @@ def align_tokenizers(
     timings = {}
     started = time.perf_counter()
     check_corpus_path(corpus)  # before the tokenizers are loaded
-    check_local_path(source_tokenizer, "The source tokenizer")
-    check_local_path(target_tokenizer, "The target tokenizer")
-    source_tokenizer = _load_tokenizer(source_tokenizer)
-    target_tokenizer = _load_tokenizer(target_tokenizer)
-    for tokenizer in (source_tokenizer, target_tokenizer):
-        token_bytes(tokenizer)  # fails early and clearly when tokens cannot be decoded to bytes
+    source_tokenizer, target_tokenizer = _load_pair(source_tokenizer, target_tokenizer)
     fingerprints = {
         "source": tokenizer_fingerprint(source_tokenizer),
         "target": tokenizer_fingerprint(target_tokenizer),
     }
+    # 1. One corpus, tokenized by both tokenizers; 2. co-occurrences and GloVe vectors per vocabulary.
     train, held_texts, corpus_info = _prepare_corpus(corpus, config)
     timings["corpus"] = time.perf_counter() - started
-
-    vectors = {}
-    for side, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer)):
-        t0 = time.perf_counter()
-        ids, offsets = _tokenize(train, tokenizer, fingerprints[side], corpus_info["sha256"], config, progress)
-        if len(ids) < config.min_corpus_tokens:
-            raise CorpusTooSmallError(
-                f"The corpus has {len(ids)} {side} tokens ({corpus_info['num_bytes']} bytes of text); at least "
-                f"{config.min_corpus_tokens} tokens are needed to learn co-occurrence vectors (a few hundred KB of "
-                "text; the paper uses 1B tokens, a few MB already gives a useful alignment)."
-            )
-        corpus_info[f"{side}_tokens"] = int(len(ids))
-        timings[f"tokenize_{side}"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        cooc_key = _key(
-            "cooc", fingerprints[side]["vocab_hash"], corpus_info["sha256"], config.window, config.min_count
-        )
-        cooc = _cooccurrences(ids, offsets, len(tokenizer), cooc_key, config, progress)
-        timings[f"cooccurrence_{side}"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        glove_key = _key(
-            "glove",
-            cooc_key,
-            config.dim,
-            config.iterations,
-            config.x_max,
-            config.alpha,
-            config.learning_rate,
-            config.glove_seed,
-        )
-        vectors[side] = _glove(cooc, glove_key, config, progress)
-        timings[f"glove_{side}"] = time.perf_counter() - t0
-        del cooc
-
+    vectors = {
+        side: _vectors_of(side, tokenizer, train, fingerprints[side], corpus_info, config, timings, progress)
+        for side, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer))
+    }
+    # 3. Identical tokens, specials by role, the rest matched across the two spaces or split into pieces.
     t0 = time.perf_counter()
     alignment = build_alignment(
         source_tokenizer,
         target_tokenizer,
-        vectors["source"][0],
-        vectors["source"][1],
-        vectors["target"][0],
-        vectors["target"][1],
+        *vectors["source"],
+        *vectors["target"],
         config=config,
         progress=progress,
     )
@@ -877,27 +901,10 @@ def align_tokenizers(
     # the target GloVe space stays with the alignment in memory, for the `omp` and `focus` init methods
     target_vectors, target_trained = vectors["target"]
     alignment.target_space = np.where(target_trained[:, None], target_vectors, np.nan).astype(np.float32)
+    # 4. Quality before any model is touched: BLEU-1 and similarity on held-out text.
     t0 = time.perf_counter()
-    segments = _segments(held_texts, config.eval_segments, config.eval_segment_chars)
-    metrics = evaluate_alignment(
-        alignment,
-        source_tokenizer,
-        target_tokenizer,
-        segments,
-        semantic=config.semantic_similarity,
-        encoder_path=encoder_path,
-    )
     diagnostics = alignment.config.pop("diagnostics")
-    metrics.update({k: v for k, v in diagnostics.items() if k != "special_tokens"})
-    if config.evaluate_baselines:
-        metrics["baselines"] = evaluate_baselines(
-            source_tokenizer,
-            target_tokenizer,
-            segments,
-            semantic=config.semantic_similarity,
-            encoder_path=encoder_path,
-            seed=config.seed,
-        )
+    metrics = _quality(alignment, source_tokenizer, target_tokenizer, held_texts, diagnostics, config, encoder_path)
     timings["evaluate"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - started
     alignment.config.update(
@@ -913,6 +920,73 @@ def align_tokenizers(
         }
     )
     return alignment
+
+
+def _load_pair(source_tokenizer, target_tokenizer):
+    """Both tokenizers loaded, and checked to decode every token to bytes (early and clearly)."""
+    check_local_path(source_tokenizer, "The source tokenizer")
+    check_local_path(target_tokenizer, "The target tokenizer")
+    source_tokenizer = _load_tokenizer(source_tokenizer)
+    target_tokenizer = _load_tokenizer(target_tokenizer)
+    for tokenizer in (source_tokenizer, target_tokenizer):
+        token_bytes(tokenizer)
+    return source_tokenizer, target_tokenizer
+
+
+def _vectors_of(side: str, tokenizer, train, fingerprint: dict, corpus_info: dict, config, timings: dict, progress):
+    """`(GloVe vectors, trained mask)` of one vocabulary: tokenize, count co-occurrences, train (each cached)."""
+    t0 = time.perf_counter()
+    ids, offsets = _tokenize(train, tokenizer, fingerprint, corpus_info["sha256"], config, progress)
+    if len(ids) < config.min_corpus_tokens:
+        raise CorpusTooSmallError(
+            f"The corpus has {len(ids)} {side} tokens ({corpus_info['num_bytes']} bytes of text); at least "
+            f"{config.min_corpus_tokens} tokens are needed to learn co-occurrence vectors (a few hundred KB of "
+            "text; the paper uses 1B tokens, a few MB already gives a useful alignment)."
+        )
+    corpus_info[f"{side}_tokens"] = int(len(ids))
+    timings[f"tokenize_{side}"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    cooc_key = _key("cooc", fingerprint["vocab_hash"], corpus_info["sha256"], config.window, config.min_count)
+    cooc = _cooccurrences(ids, offsets, len(tokenizer), cooc_key, config, progress)
+    timings[f"cooccurrence_{side}"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    glove_key = _key(
+        "glove",
+        cooc_key,
+        config.dim,
+        config.iterations,
+        config.x_max,
+        config.alpha,
+        config.learning_rate,
+        config.glove_seed,
+    )
+    vectors = _glove(cooc, glove_key, config, progress)
+    timings[f"glove_{side}"] = time.perf_counter() - t0
+    return vectors
+
+
+def _quality(alignment, source_tokenizer, target_tokenizer, held_texts, diagnostics, config, encoder_path) -> dict:
+    """The alignment's metrics: BLEU-1 and similarity on held-out segments, the build diagnostics, baselines."""
+    segments = _segments(held_texts, config.eval_segments, config.eval_segment_chars)
+    metrics = evaluate_alignment(
+        alignment,
+        source_tokenizer,
+        target_tokenizer,
+        segments,
+        semantic=config.semantic_similarity,
+        encoder_path=encoder_path,
+    )
+    metrics.update({k: v for k, v in diagnostics.items() if k != "special_tokens"})
+    if config.evaluate_baselines:
+        metrics["baselines"] = evaluate_baselines(
+            source_tokenizer,
+            target_tokenizer,
+            segments,
+            semantic=config.semantic_similarity,
+            encoder_path=encoder_path,
+            seed=config.seed,
+        )
+    return metrics
 
 
 def evaluate_baselines(source_tokenizer, target_tokenizer, texts, semantic=True, encoder_path=None, seed=0) -> dict:
