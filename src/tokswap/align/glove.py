@@ -569,26 +569,10 @@ def train_glove(
     from tqdm.auto import tqdm
 
     config = config or GloveConfig()
-    if cooc.nnz == 0:
-        raise GloveError(
-            "The co-occurrence matrix is empty (no pair of tokens above min_count); use a larger corpus "
-            "or a lower min_count."
-        )
-    device = _resolve_device(config.device)
-    dtype = getattr(torch, config.dtype)
-    csr = cooc.matrix
-    if csr.data.size and not (csr.data > 0).all():
-        raise GloveError("Co-occurrence values must be positive (log X is fitted); drop zero or negative entries.")
+    csr = _checked_counts(cooc)
+    device, dtype = _resolve_device(config.device), getattr(torch, config.dtype)
     num_pairs = int(csr.nnz)
-    row_lengths = np.diff(csr.indptr)
-
-    # Only tokens that appear in some pair get parameters: compact their ids to 0..n-1.
-    trained = row_lengths > 0
-    trained[csr.indices] = True
-    token_ids = np.flatnonzero(trained)
-    compact = np.full(cooc.vocab_size, -1, dtype=np.int32)
-    compact[token_ids] = np.arange(token_ids.size, dtype=np.int32)
-
+    trained, token_ids, compact = _trained_tokens(csr, cooc.vocab_size)
     generator = torch.Generator().manual_seed(config.seed)
     threads = config.num_threads or torch.get_num_threads()
     # On a CPU the two halves of each step run on two Python threads, each with half the torch
@@ -603,7 +587,6 @@ def train_glove(
         source = _PairSource(csr, compact, device, dtype)
         words = _AdaGradRows(token_ids.size, config.dim, generator, dtype, device)
         contexts = _AdaGradRows(token_ids.size, config.dim, generator, dtype, device)
-
         num_batches = _PairPermutation.geometry(num_pairs, config.batch_size)[3]
         costs = []
         bar = tqdm(total=config.iterations * num_batches, desc="GloVe", unit="batch", disable=not progress)
@@ -611,26 +594,9 @@ def train_glove(
             for iteration in range(config.iterations):
                 started = time.perf_counter()
                 permutation = _PairPermutation(num_pairs, config.batch_size, generator, device)
-                # Summed on the device: no host synchronization per batch on a GPU.
-                total_cost = torch.zeros((), dtype=torch.float64, device=device)
-
-                def prepare(index):
-                    pair_ids = permutation.chunk(index)  # noqa: B023 (called within this iteration)
-                    return _prepare_batch(source, pair_ids, token_ids.size, config) if pair_ids.numel() else None  # noqa: F821
-
-                # On a CPU the next batch is prepared on another thread while this one trains: that
-                # work needs no parameters, and it fills the core left idle by the serial part of a step.
-                upcoming = prefetch.submit(prepare, 0) if prefetch is not None else None
-                for index in range(permutation.num_chunks):
-                    if prefetch is not None:
-                        batch = upcoming.result()
-                        if index + 1 < permutation.num_chunks:
-                            upcoming = prefetch.submit(prepare, index + 1)
-                    else:
-                        batch = prepare(index)
-                    if batch is not None:
-                        total_cost += _train_batch(words, contexts, batch, config, pool)
-                    bar.update(1)
+                total_cost = _train_iteration(
+                    source, permutation, token_ids.size, words, contexts, config, pool, prefetch, bar
+                )
                 cost = float(total_cost) / num_pairs
                 if not math.isfinite(cost):
                     raise GloveError(
@@ -643,15 +609,70 @@ def train_glove(
                 )
         bar.close()
         del source
-        # Word + context vectors, summed in place; the AdaGrad state goes first, so the output never
-        # coexists with the training state.
-        del words.weight_gradsq, contexts.weight_gradsq
-        summed = words.weight.add_(contexts.weight)
-        del words, contexts
-        _release_freed_memory()
-        vectors = np.zeros((cooc.vocab_size, config.dim), dtype=np.float32)
-        vectors[token_ids] = summed.to(device="cpu", dtype=torch.float32).numpy()
-        del summed
+        vectors = _summed_vectors(words, contexts, token_ids, cooc.vocab_size, config.dim, device)
     if costs:
         logger.info("GloVe: %d iterations on %d pairs, final cost %.4f.", len(costs), num_pairs, costs[-1])
     return GloveVectors(vectors=vectors, trained=trained, config=config, costs=costs)
+
+
+def _checked_counts(cooc: CooccurrenceMatrix):
+    """The CSR counts, refused when empty or not all positive (log X is fitted)."""
+    if cooc.nnz == 0:
+        raise GloveError(
+            "The co-occurrence matrix is empty (no pair of tokens above min_count); use a larger corpus "
+            "or a lower min_count."
+        )
+    csr = cooc.matrix
+    if csr.data.size and not (csr.data > 0).all():
+        raise GloveError("Co-occurrence values must be positive (log X is fitted); drop zero or negative entries.")
+    return csr
+
+
+def _trained_tokens(csr, vocab_size: int):
+    """`(trained mask, token ids, compact map)`: only tokens that appear in some pair get parameters, with
+    their ids compacted to 0..n-1."""
+    trained = np.diff(csr.indptr) > 0
+    trained[csr.indices] = True
+    token_ids = np.flatnonzero(trained)
+    compact = np.full(vocab_size, -1, dtype=np.int32)
+    compact[token_ids] = np.arange(token_ids.size, dtype=np.int32)
+    return trained, token_ids, compact
+
+
+def _train_iteration(source, permutation, num_rows, words, contexts, config, pool, prefetch, bar) -> torch.Tensor:
+    """One pass over every pair in `permutation`'s order; returns the summed cost (on the device: no host
+    synchronization per batch on a GPU)."""
+    total_cost = torch.zeros((), dtype=torch.float64, device=words.weight.device)
+
+    def prepare(index):
+        pair_ids = permutation.chunk(index)
+        return _prepare_batch(source, pair_ids, num_rows, config) if pair_ids.numel() else None
+
+    # On a CPU the next batch is prepared on another thread while this one trains: that
+    # work needs no parameters, and it fills the core left idle by the serial part of a step.
+    upcoming = prefetch.submit(prepare, 0) if prefetch is not None else None
+    for index in range(permutation.num_chunks):
+        if prefetch is not None:
+            batch = upcoming.result()
+            if index + 1 < permutation.num_chunks:
+                upcoming = prefetch.submit(prepare, index + 1)
+        else:
+            batch = prepare(index)
+        if batch is not None:
+            total_cost += _train_batch(words, contexts, batch, config, pool)
+        bar.update(1)
+    return total_cost
+
+
+def _summed_vectors(words, contexts, token_ids, vocab_size: int, dim: int, device) -> np.ndarray:
+    """Word + context vectors, summed in place, one float32 row per vocabulary id (zeros for untrained ids).
+
+    The AdaGrad state goes first, so the output never coexists with the training state.
+    """
+    del words.weight_gradsq, contexts.weight_gradsq
+    summed = words.weight.add_(contexts.weight)
+    del contexts.weight  # the caller's training state holds no other copy
+    _release_freed_memory()
+    vectors = np.zeros((vocab_size, dim), dtype=np.float32)
+    vectors[token_ids] = summed.to(device="cpu", dtype=torch.float32).numpy()
+    return vectors
