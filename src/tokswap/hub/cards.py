@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -371,64 +372,14 @@ def render_model_card(
         source_card: the source model's card metadata, whose license, language and datasets carry over.
         alignment_hub: `{"repo_id", "revision"}` when the alignment came from the Hub.
     """
-    from huggingface_hub import ModelCard, ModelCardData
+    from huggingface_hub import ModelCard
 
     alignment_config = alignment_config or {}
     source_card = source_card or {}
     # `tokswap_config.json` *is* the swapper's record; `swap_record` adds to it (e.g. evaluation results).
     record = {**tokswap_config, **(tokswap_config.get("swap_record") or {}), **(swap_record or {})}
-    source_fp = alignment_config.get("source_tokenizer") or _dict(record.get("source_tokenizer"))
-    target_fp = alignment_config.get("target_tokenizer") or _dict(record.get("target_tokenizer"))
-    alignment_record = _dict(record.get("alignment"))
-
-    base_model = _hub_id_of_asset(_first(tokswap_config, "source_model_id", "source_model", "base_model", default=None))
-    source_tokenizer = _first(tokswap_config, "source_tokenizer", "source_tokenizer_id", default=None)
-    target_tokenizer = _first(tokswap_config, "target_tokenizer_id", "target_tokenizer", default=None)
-    if isinstance(source_tokenizer, dict):
-        source_tokenizer = source_tokenizer.get("name_or_path")
-    if isinstance(target_tokenizer, dict):
-        target_tokenizer = target_tokenizer.get("name_or_path")
-    source_tokenizer = _public_name(source_tokenizer or source_fp.get("name_or_path") or base_model or "?")
-    target_tokenizer = _public_name(target_tokenizer or target_fp.get("name_or_path") or "?")
-    init_method = _first(tokswap_config, "init_method", default=None) or record.get("init_method") or "tokalign"
-    if not alignment_hub and alignment_record.get("origin") == "prebuilt" and alignment_record.get("repo_id"):
-        alignment_hub = {"repo_id": alignment_record["repo_id"], "revision": alignment_record.get("revision", "main")}
-    alignment_hub = alignment_hub or tokswap_config.get("alignment_hub") or alignment_config.get("hub")
-    alignment_metrics = alignment_config.get("metrics") or alignment_record.get("metrics") or {}
-
-    datasets = _as_list(_first(record, "datasets", "dataset", default=None)) or _as_list(source_card.get("datasets"))
-    datasets = [
-        d for d in (datasets or []) if _is_hub_id(d) or (isinstance(d, str) and "/" not in d and not os.path.exists(d))
-    ]
-    card_data = ModelCardData(
-        base_model=base_model if _is_hub_id(base_model) else None,
-        library_name="transformers",
-        pipeline_tag="text-generation",
-        license=source_card.get("license"),
-        license_name=source_card.get("license_name"),
-        license_link=source_card.get("license_link"),
-        language=source_card.get("language"),
-        datasets=datasets or None,
-        tags=list(CARD_TAGS),
-        tokswap={
-            "source_model": _public_name(base_model),
-            "source_tokenizer": source_tokenizer,
-            "target_tokenizer": target_tokenizer,
-            "init_method": init_method,
-            "source_vocab_hash": source_fp.get("vocab_hash"),
-            "target_vocab_hash": target_fp.get("vocab_hash"),
-            "alignment_repo": (alignment_hub or {}).get("repo_id"),
-        },
-    )
-    if card_data.base_model:
-        card_data.base_model_relation = BASE_MODEL_RELATION
-
-    if alignment_hub and alignment_hub.get("repo_id"):
-        where = f"[`{alignment_hub['repo_id']}`]({_hub_url(alignment_hub['repo_id'])}) (revision `{alignment_hub.get('revision', 'main')}`), copied in `alignment/`"
-    elif alignment_config:
-        where = "computed for this model, saved in `alignment/`"
-    else:
-        where = "not included"
+    facts = _SwapFacts.gather(tokswap_config, record, alignment_config, alignment_hub)
+    card_data = _model_card_data(facts, record, source_card)
     columns, evaluation = _evaluation_table(record)
     architectures = model_config.get("architectures") or [model_config.get("model_type", "?")]
     num_parameters = record.get("num_parameters") or tokswap_config.get("num_parameters")
@@ -440,18 +391,18 @@ def render_model_card(
         template_str=_template(MODEL_CARD_TEMPLATE),
         repo_id=repo_id,
         model_title=repo_id.split("/")[-1],
-        base_model_name=_public_name(base_model) or "?",
-        source_tokenizer=source_tokenizer,
-        target_tokenizer=target_tokenizer,
-        source_vocab_size=_fmt(source_fp.get("vocab_size", "?")),
-        target_vocab_size=_fmt(target_fp.get("vocab_size", model_config.get("vocab_size", "?"))),
-        init_method=init_method,
-        init_method_help=_INIT_METHOD_HELP.get(str(init_method)),
-        alignment_where=where,
+        base_model_name=_public_name(facts.base_model) or "?",
+        source_tokenizer=facts.source_tokenizer,
+        target_tokenizer=facts.target_tokenizer,
+        source_vocab_size=_fmt(facts.source_fp.get("vocab_size", "?")),
+        target_vocab_size=_fmt(facts.target_fp.get("vocab_size", model_config.get("vocab_size", "?"))),
+        init_method=facts.init_method,
+        init_method_help=_INIT_METHOD_HELP.get(str(facts.init_method)),
+        alignment_where=_alignment_where(facts.alignment_hub, alignment_config),
         architecture=architectures[0],
         num_parameters=_human_count(num_parameters) if num_parameters else "?",
-        alignment_metrics=_metric_rows(alignment_metrics),
-        row_source_counts=_row_source_rows(alignment_config) or _row_source_rows(alignment_record),
+        alignment_metrics=_metric_rows(facts.alignment_metrics),
+        row_source_counts=_row_source_rows(alignment_config) or _row_source_rows(facts.alignment_record),
         trained=bool(training),
         training=training,
         evaluation_columns=columns,
@@ -462,6 +413,96 @@ def render_model_card(
         draft_measured_on=speculative.get("measured_on"),
         citation=CITATION,
     )
+
+
+@dataclass
+class _SwapFacts:
+    """What a swapped model's card says about its swap, gathered from its records (newest first)."""
+
+    base_model: Optional[str]
+    source_tokenizer: str
+    target_tokenizer: str
+    source_fp: dict
+    target_fp: dict
+    init_method: str
+    alignment_record: dict
+    alignment_hub: Optional[dict]
+    alignment_metrics: dict
+
+    @classmethod
+    def gather(cls, tokswap_config: dict, record: dict, alignment_config: dict, alignment_hub) -> _SwapFacts:
+        source_fp = alignment_config.get("source_tokenizer") or _dict(record.get("source_tokenizer"))
+        target_fp = alignment_config.get("target_tokenizer") or _dict(record.get("target_tokenizer"))
+        alignment_record = _dict(record.get("alignment"))
+        base_model = _hub_id_of_asset(
+            _first(tokswap_config, "source_model_id", "source_model", "base_model", default=None)
+        )
+        source_tokenizer = _first(tokswap_config, "source_tokenizer", "source_tokenizer_id", default=None)
+        target_tokenizer = _first(tokswap_config, "target_tokenizer_id", "target_tokenizer", default=None)
+        if isinstance(source_tokenizer, dict):
+            source_tokenizer = source_tokenizer.get("name_or_path")
+        if isinstance(target_tokenizer, dict):
+            target_tokenizer = target_tokenizer.get("name_or_path")
+        if not alignment_hub and alignment_record.get("origin") == "prebuilt" and alignment_record.get("repo_id"):
+            alignment_hub = {
+                "repo_id": alignment_record["repo_id"],
+                "revision": alignment_record.get("revision", "main"),
+            }
+        return cls(
+            base_model=base_model,
+            source_tokenizer=_public_name(source_tokenizer or source_fp.get("name_or_path") or base_model or "?"),
+            target_tokenizer=_public_name(target_tokenizer or target_fp.get("name_or_path") or "?"),
+            source_fp=source_fp,
+            target_fp=target_fp,
+            init_method=_first(tokswap_config, "init_method", default=None) or record.get("init_method") or "tokalign",
+            alignment_record=alignment_record,
+            alignment_hub=alignment_hub or tokswap_config.get("alignment_hub") or alignment_config.get("hub"),
+            alignment_metrics=alignment_config.get("metrics") or alignment_record.get("metrics") or {},
+        )
+
+
+def _model_card_data(facts: _SwapFacts, record: dict, source_card: dict):
+    """The card's YAML metadata: what the Hub reads (base model, license, languages, datasets, tokswap's block)."""
+    from huggingface_hub import ModelCardData
+
+    datasets = _as_list(_first(record, "datasets", "dataset", default=None)) or _as_list(source_card.get("datasets"))
+    datasets = [
+        d for d in (datasets or []) if _is_hub_id(d) or (isinstance(d, str) and "/" not in d and not os.path.exists(d))
+    ]
+    card_data = ModelCardData(
+        base_model=facts.base_model if _is_hub_id(facts.base_model) else None,
+        library_name="transformers",
+        pipeline_tag="text-generation",
+        license=source_card.get("license"),
+        license_name=source_card.get("license_name"),
+        license_link=source_card.get("license_link"),
+        language=source_card.get("language"),
+        datasets=datasets or None,
+        tags=list(CARD_TAGS),
+        tokswap={
+            "source_model": _public_name(facts.base_model),
+            "source_tokenizer": facts.source_tokenizer,
+            "target_tokenizer": facts.target_tokenizer,
+            "init_method": facts.init_method,
+            "source_vocab_hash": facts.source_fp.get("vocab_hash"),
+            "target_vocab_hash": facts.target_fp.get("vocab_hash"),
+            "alignment_repo": (facts.alignment_hub or {}).get("repo_id"),
+        },
+    )
+    if card_data.base_model:
+        card_data.base_model_relation = BASE_MODEL_RELATION
+    return card_data
+
+
+def _alignment_where(alignment_hub: Optional[dict], alignment_config: dict) -> str:
+    if alignment_hub and alignment_hub.get("repo_id"):
+        return (
+            f"[`{alignment_hub['repo_id']}`]({_hub_url(alignment_hub['repo_id'])}) "
+            f"(revision `{alignment_hub.get('revision', 'main')}`), copied in `alignment/`"
+        )
+    if alignment_config:
+        return "computed for this model, saved in `alignment/`"
+    return "not included"
 
 
 def _hub_url(repo_id: str) -> str:
