@@ -4,6 +4,7 @@ checked against the tokenizers actually loaded; an unreachable Hub means "comput
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Optional, Union
 
 from tokswap.alignment import TokenAlignment, tokenizer_fingerprint
@@ -108,36 +109,22 @@ def find_prebuilt_alignment(
     local_only = not _hub_reachable()
     if local_only:
         logger.info("No Hub reachable: looking for a prebuilt alignment in the local cache only.")
-
-    entry = None
     try:
-        index = load_alignment_index(namespace, token=token, local_files_only=local_only)
-        entry = index["alignments"].get(pair_key(source_fp["vocab_hash"], target_fp["vocab_hash"]))
+        candidate = _candidate_repo(source_fp, target_fp, namespace, token, local_only)
     except unreachable as err:
         logger.info("No Hub reachable for prebuilt alignments (%s); computing the alignment.", type(err).__name__)
         return None
-    except HfHubHTTPError as err:
-        logger.warning("Could not read the alignment index (%s); trying the repo named after the pair.", err)
-
-    if entry is not None:
-        repo_id, pinned, expected = entry["repo_id"], entry.get("revision"), entry.get("alignment_sha256")
-        expected_config = entry.get("config_sha256")
-        how = f"listed in {alignment_index_repo_id(namespace)}"
-    else:
-        repo_id, pinned, expected = alignment_repo_id(source_fp, target_fp, namespace), None, None
-        expected_config = None
-        how = "named after the tokenizer pair"
-    use_revision = revision or pinned
-    where = f"{repo_id}@{use_revision or 'main'}"
+    use_revision = revision or candidate.revision
+    where = f"{candidate.repo_id}@{use_revision or 'main'}"
     try:
         folder = download_alignment(
-            repo_id,
+            candidate.repo_id,
             revision=use_revision,
             token=token,
             cache_dir=cache_dir,
-            expected_sha256=expected,
+            expected_sha256=candidate.alignment_sha256,
             local_files_only=local_only,
-            expected_config_sha256=expected_config,
+            expected_config_sha256=candidate.config_sha256,
         )
         alignment = TokenAlignment.from_pretrained(folder)
         _verify_fingerprints(alignment, source_fp, target_fp, source_tokenizer, target_tokenizer)
@@ -153,19 +140,59 @@ def find_prebuilt_alignment(
         logger.info("No Hub reachable for prebuilt alignments (%s); computing the alignment.", type(err).__name__)
         return None
     except AlignmentError as err:
-        message = f"The prebuilt alignment {where} ({how}) cannot be used: {err}"
-        if on_mismatch == "error":
-            raise AlignmentError(
-                message + " Pass on_mismatch='compute' to compute a fresh alignment instead."
-            ) from None
-        logger.warning("%s Computing a fresh alignment instead (on_mismatch='compute').", message)
-        return None
+        return _unusable(f"The prebuilt alignment {where} ({candidate.how}) cannot be used: {err}", on_mismatch)
     except HfHubHTTPError as err:
         logger.warning("The Hub refused the prebuilt alignment %s (%s); computing the alignment.", where, err)
         return None
-    alignment.config["hub"] = {"repo_id": repo_id, "revision": use_revision or "main", "found_by": how}
-    logger.info("Using the prebuilt alignment %s (%s) instead of computing one.", where, how)
+    alignment.config["hub"] = {
+        "repo_id": candidate.repo_id,
+        "revision": use_revision or "main",
+        "found_by": candidate.how,
+    }
+    logger.info("Using the prebuilt alignment %s (%s) instead of computing one.", where, candidate.how)
     return alignment
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """The repo to try for a pair, with what the index pins about it (nothing for a repo found by name)."""
+
+    repo_id: str
+    how: str
+    revision: Optional[str] = None
+    alignment_sha256: Optional[str] = None
+    config_sha256: Optional[str] = None
+
+
+def _candidate_repo(source_fp: dict, target_fp: dict, namespace, token, local_only: bool) -> _Candidate:
+    """The index's entry for the pair's vocabulary hashes, else the repo named after the pair."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    entry = None
+    try:
+        index = load_alignment_index(namespace, token=token, local_files_only=local_only)
+        entry = index["alignments"].get(pair_key(source_fp["vocab_hash"], target_fp["vocab_hash"]))
+    except HfHubHTTPError as err:
+        if isinstance(err, _network_failure_types()):
+            raise
+        logger.warning("Could not read the alignment index (%s); trying the repo named after the pair.", err)
+    if entry is None:
+        return _Candidate(alignment_repo_id(source_fp, target_fp, namespace), "named after the tokenizer pair")
+    return _Candidate(
+        entry["repo_id"],
+        f"listed in {alignment_index_repo_id(namespace)}",
+        entry.get("revision"),
+        entry.get("alignment_sha256"),
+        entry.get("config_sha256"),
+    )
+
+
+def _unusable(message: str, on_mismatch: str) -> None:
+    """An alignment that does not fit: an error, or (on_mismatch='compute') a warning and None."""
+    if on_mismatch == "error":
+        raise AlignmentError(message + " Pass on_mismatch='compute' to compute a fresh alignment instead.") from None
+    logger.warning("%s Computing a fresh alignment instead (on_mismatch='compute').", message)
+    return None
 
 
 def _verify_fingerprints(alignment, source_fp, target_fp, source_tokenizer, target_tokenizer) -> None:
