@@ -131,46 +131,13 @@ def evaluate(
         "seconds": {},
     }
     if any(n in ("bpb", "compression") for n in names):
-        if heldout is None:
-            from tokswap.offline.corpus import heldout_by_language
-
-            heldout = heldout_by_language(languages=list(languages or DEFAULT_HELDOUT_LANGUAGES))
-        if languages is not None:
-            missing = [lang for lang in languages if lang not in heldout]
-            if missing:
-                raise EvaluationError(
-                    f"No held-out text for {', '.join(missing)}; available: {', '.join(sorted(heldout))}."
-                )
-            heldout = {lang: heldout[lang] for lang in languages}
-        heldout = {lang: _cap_bytes(texts, max_bytes) for lang, texts in heldout.items()}
-        heldout = {lang: texts for lang, texts in heldout.items() if texts}
-        if not heldout:
-            raise EvaluationError("The held-out set is empty: nothing to compute bits per byte on.")
-
+        heldout = _heldout_texts(heldout, languages, max_bytes)
     for name in names:
         start = time.perf_counter()
         if name == "bpb":
-            section: Dict[str, Any] = {}
-            totals = BitsPerByte(0.0, 0.0, 0, 0)
-            for lang, texts in heldout.items():
-                logger.info("bits per byte on %s (%d texts)", lang, len(texts))
-                value = bits_per_byte(
-                    model, tokenizer, texts, batch_size=batch_size, max_length=max_length, progress=progress
-                )
-                section[lang] = value.to_dict()
-                totals = BitsPerByte(
-                    0.0,
-                    totals.nats + value.nats,
-                    totals.num_bytes + value.num_bytes,
-                    totals.num_tokens + value.num_tokens,
-                )
-            if len(section) > 1 and totals.num_bytes:
-                totals.bits_per_byte = totals.nats / (LN2 * totals.num_bytes)
-                section["all"] = totals.to_dict()
-            results["bpb"] = section
+            results["bpb"] = _bpb_section(model, tokenizer, heldout, batch_size, max_length, progress)
         elif name == "compression":
-            section = {lang: compression(tokenizer, texts) for lang, texts in heldout.items()}
-            results["compression"] = section
+            results["compression"] = {lang: compression(tokenizer, texts) for lang, texts in heldout.items()}
             if reference_tokenizer is not None:
                 results["compression_vs_reference"] = compare_compression(reference_tokenizer, tokenizer, heldout)
         else:
@@ -187,6 +154,43 @@ def evaluate(
             )
         results["seconds"][name] = round(time.perf_counter() - start, 2)
     return _jsonable(results)
+
+
+def _heldout_texts(heldout, languages, max_bytes) -> Dict[str, List[str]]:
+    """The held-out texts per language or domain: the given ones (or tokswap's), filtered and capped."""
+    if heldout is None:
+        from tokswap.offline.corpus import heldout_by_language
+
+        heldout = heldout_by_language(languages=list(languages or DEFAULT_HELDOUT_LANGUAGES))
+    if languages is not None:
+        missing = [lang for lang in languages if lang not in heldout]
+        if missing:
+            raise EvaluationError(
+                f"No held-out text for {', '.join(missing)}; available: {', '.join(sorted(heldout))}."
+            )
+        heldout = {lang: heldout[lang] for lang in languages}
+    heldout = {lang: _cap_bytes(texts, max_bytes) for lang, texts in heldout.items()}
+    heldout = {lang: texts for lang, texts in heldout.items() if texts}
+    if not heldout:
+        raise EvaluationError("The held-out set is empty: nothing to compute bits per byte on.")
+    return heldout
+
+
+def _bpb_section(model, tokenizer, heldout, batch_size: int, max_length: int, progress: bool) -> Dict[str, Any]:
+    """Bits per byte per language, and over all of them (`"all"`) when there are several."""
+    section: Dict[str, Any] = {}
+    totals = BitsPerByte(0.0, 0.0, 0, 0)
+    for lang, texts in heldout.items():
+        logger.info("bits per byte on %s (%d texts)", lang, len(texts))
+        value = bits_per_byte(model, tokenizer, texts, batch_size=batch_size, max_length=max_length, progress=progress)
+        section[lang] = value.to_dict()
+        totals = BitsPerByte(
+            0.0, totals.nats + value.nats, totals.num_bytes + value.num_bytes, totals.num_tokens + value.num_tokens
+        )
+    if len(section) > 1 and totals.num_bytes:
+        totals.bits_per_byte = totals.nats / (LN2 * totals.num_bytes)
+        section["all"] = totals.to_dict()
+    return section
 
 
 def _jsonable(value):
@@ -224,71 +228,84 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def format_results_table(results: Mapping[str, Any]) -> str:
     """Markdown tables of whatever `evaluate` (or `run_harness`) returned."""
-    parts = []
-    tasks = results.get("tasks") or {}
-    if tasks:
-        rows = [
-            [
-                name,
-                str(r.get("num_examples", "-")),
-                _fmt(r.get("acc")),
-                _fmt(r.get("acc_stderr")),
-                _fmt(r.get("acc_norm")),
-                _fmt(r.get("acc_norm_stderr")),
-                _fmt(r.get("chance")),
-            ]
-            for name, r in tasks.items()
-        ]
-        parts.append(
-            "Zero-shot multiple choice\n"
-            + _table(["task", "n", "acc", "± stderr", "acc_norm", "± stderr", "chance"], rows)
-        )
-    if results.get("bpb"):
-        rows = [
-            [
-                lang,
-                _fmt(r.get("bits_per_byte")),
-                _fmt(r.get("bits_per_token"), 3),
-                str(r.get("num_bytes")),
-                str(r.get("num_tokens")),
-            ]
-            for lang, r in results["bpb"].items()
-        ]
-        parts.append(
-            "Bits per byte (held-out text; lower is better)\n"
-            + _table(["language", "bits/byte", "bits/token", "bytes", "tokens"], rows)
-        )
-    if results.get("compression"):
-        rows = [
-            [lang, _fmt(r.get("bytes_per_token"), 3), str(r.get("num_tokens")), str(r.get("num_bytes"))]
-            for lang, r in results["compression"].items()
-        ]
-        parts.append("Compression\n" + _table(["language", "bytes/token", "tokens", "bytes"], rows))
-    if results.get("compression_vs_reference"):
-        rows = [
-            [
-                lang,
-                str(r["source_tokens"]),
-                str(r["target_tokens"]),
-                _fmt(r.get("token_change_pct"), 1) + " %",
-                _fmt(r.get("source_bytes_per_token"), 3),
-                _fmt(r.get("target_bytes_per_token"), 3),
-            ]
-            for lang, r in results["compression_vs_reference"].items()
-        ]
-        parts.append(
-            "Token count vs the reference tokenizer (negative = fewer tokens)\n"
-            + _table(["language", "reference tokens", "tokens", "change", "ref bytes/token", "bytes/token"], rows)
-        )
-    if results.get("harness"):
-        rows = [
-            [task, metric, _fmt(value)]
-            for task, metrics in results["harness"].items()
-            for metric, value in metrics.items()
-            if isinstance(value, (int, float))
-        ]
-        parts.append("lm-evaluation-harness\n" + _table(["task", "metric", "value"], rows))
+    sections = (
+        ("tasks", _zero_shot_table),
+        ("bpb", _bpb_table),
+        ("compression", _compression_table),
+        ("compression_vs_reference", _reference_table),
+        ("harness", _harness_table),
+    )
+    parts = [render(results[key]) for key, render in sections if results.get(key)]
     return "\n\n".join(parts) if parts else "(no results)"
+
+
+def _zero_shot_table(tasks: Mapping[str, Any]) -> str:
+    rows = [
+        [
+            name,
+            str(r.get("num_examples", "-")),
+            _fmt(r.get("acc")),
+            _fmt(r.get("acc_stderr")),
+            _fmt(r.get("acc_norm")),
+            _fmt(r.get("acc_norm_stderr")),
+            _fmt(r.get("chance")),
+        ]
+        for name, r in tasks.items()
+    ]
+    return "Zero-shot multiple choice\n" + _table(
+        ["task", "n", "acc", "± stderr", "acc_norm", "± stderr", "chance"], rows
+    )
+
+
+def _bpb_table(bpb: Mapping[str, Any]) -> str:
+    rows = [
+        [
+            lang,
+            _fmt(r.get("bits_per_byte")),
+            _fmt(r.get("bits_per_token"), 3),
+            str(r.get("num_bytes")),
+            str(r.get("num_tokens")),
+        ]
+        for lang, r in bpb.items()
+    ]
+    return "Bits per byte (held-out text; lower is better)\n" + _table(
+        ["language", "bits/byte", "bits/token", "bytes", "tokens"], rows
+    )
+
+
+def _compression_table(compression_results: Mapping[str, Any]) -> str:
+    rows = [
+        [lang, _fmt(r.get("bytes_per_token"), 3), str(r.get("num_tokens")), str(r.get("num_bytes"))]
+        for lang, r in compression_results.items()
+    ]
+    return "Compression\n" + _table(["language", "bytes/token", "tokens", "bytes"], rows)
+
+
+def _reference_table(comparison: Mapping[str, Any]) -> str:
+    rows = [
+        [
+            lang,
+            str(r["source_tokens"]),
+            str(r["target_tokens"]),
+            _fmt(r.get("token_change_pct"), 1) + " %",
+            _fmt(r.get("source_bytes_per_token"), 3),
+            _fmt(r.get("target_bytes_per_token"), 3),
+        ]
+        for lang, r in comparison.items()
+    ]
+    return "Token count vs the reference tokenizer (negative = fewer tokens)\n" + _table(
+        ["language", "reference tokens", "tokens", "change", "ref bytes/token", "bytes/token"], rows
+    )
+
+
+def _harness_table(harness: Mapping[str, Any]) -> str:
+    rows = [
+        [task, metric, _fmt(value)]
+        for task, metrics in harness.items()
+        for metric, value in metrics.items()
+        if isinstance(value, (int, float))
+    ]
+    return "lm-evaluation-harness\n" + _table(["task", "metric", "value"], rows)
 
 
 def load_model_and_tokenizer(
