@@ -145,17 +145,14 @@ def bits_per_byte(
     _check_ids_fit(model, max_id, tokenizer)
 
     # Every window of every text: (text index, c, a, b).
-    jobs = []
-    for text_idx, seq in enumerate(sequences):
-        for c, a, b in _windows(len(seq) - 1, max_length, stride):
-            jobs.append((text_idx, c, a, b))
+    jobs = [
+        (text_idx, *window)
+        for text_idx, seq in enumerate(sequences)
+        for window in _windows(len(seq) - 1, max_length, stride)
+    ]
     lengths = [b - 1 - c for _, c, _, b in jobs]
     order = sorted(range(len(jobs)), key=lambda i: -lengths[i])
     vocab = _output_vocab_size(model) or len(tokenizer)
-    device = _model_device(model)
-    params = _forward_params(model)
-    pad_id = prefix
-
     was_training = getattr(model, "training", False)
     model.eval()
     total_nats = 0.0
@@ -165,32 +162,37 @@ def bits_per_byte(
     )
     try:
         for batch in _batches_by_budget(lengths, order, batch_size, vocab, max_logits):
-            width = max(lengths[i] for i in batch)
-            input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-            attention = torch.zeros((len(batch), width), dtype=torch.long)
+            logits = _window_logits(model, [jobs[i] for i in batch], sequences, max(lengths[i] for i in batch), prefix)
             for row, i in enumerate(batch):
-                text_idx, c, a, b = jobs[i]
-                window = sequences[text_idx][c : b - 1]
-                input_ids[row, : len(window)] = torch.tensor(window)
-                attention[row, : len(window)] = 1
-            kwargs = {"attention_mask": attention.to(device)}
-            if "use_cache" in params:
-                kwargs["use_cache"] = False
-            logits = model(input_ids.to(device), **kwargs).logits
-            for row, i in enumerate(batch):
-                text_idx, c, a, b = jobs[i]
-                seq = sequences[text_idx]
-                # Position p of the window predicts s[c + p + 1]; the counted targets are s[a:b].
-                first = a - 1 - c
-                last = b - 1 - c
-                rows = logits[row, first:last].float()
-                targets = torch.tensor(seq[a:b], device=rows.device)
-                nll = torch.nn.functional.cross_entropy(rows, targets, reduction="sum")
-                total_nats += float(nll)
-                num_tokens += b - a
+                total_nats += _window_nats(logits[row], jobs[i], sequences)
+                num_tokens += jobs[i][3] - jobs[i][2]
             bar.update(sum(jobs[i][3] - jobs[i][2] for i in batch))
     finally:
         bar.close()
         if was_training:
             model.train()
     return BitsPerByte(total_nats / (LN2 * num_bytes), total_nats, num_bytes, num_tokens)
+
+
+def _window_logits(model, windows, sequences, width: int, pad_id: int) -> torch.Tensor:
+    """One forward pass over a batch of windows `(text index, c, a, b)`, right-padded to `width`."""
+    input_ids = torch.full((len(windows), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(windows), width), dtype=torch.long)
+    for row, (text_idx, c, _, b) in enumerate(windows):
+        window = sequences[text_idx][c : b - 1]
+        input_ids[row, : len(window)] = torch.tensor(window)
+        attention[row, : len(window)] = 1
+    device = _model_device(model)
+    kwargs = {"attention_mask": attention.to(device)}
+    if "use_cache" in _forward_params(model):
+        kwargs["use_cache"] = False
+    return model(input_ids.to(device), **kwargs).logits
+
+
+def _window_nats(logits: torch.Tensor, window, sequences) -> float:
+    """Summed negative log-likelihood (nats) of a window's counted targets `s[a:b]`; position p of the window
+    predicts `s[c + p + 1]`."""
+    text_idx, c, a, b = window
+    rows = logits[a - 1 - c : b - 1 - c].float()
+    targets = torch.tensor(sequences[text_idx][a:b], device=rows.device)
+    return float(torch.nn.functional.cross_entropy(rows, targets, reduction="sum"))
