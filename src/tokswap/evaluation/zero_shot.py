@@ -233,22 +233,14 @@ def score_continuations(
     encoded = _encode_pairs(tokenizer, pairs, prefix, add_bos)
     _check_ids_fit(model, max(max(c + x) for c, x in encoded), tokenizer)
 
-    # One forward per distinct model input; each pair reads its last `k` positions from it.
-    inputs: Dict[Tuple[int, ...], List[Tuple[int, List[int]]]] = {}
-    for pair_idx, (context_ids, continuation_ids) in enumerate(encoded):
-        full = (context_ids + continuation_ids)[-(max_length + 1) :]
-        continuation_ids = continuation_ids[-(len(full) - 1) :]  # a huge continuation keeps >= 1 token of context
-        key = tuple(full[:-1])
-        inputs.setdefault(key, []).append((pair_idx, continuation_ids))
+    inputs = _distinct_inputs(encoded, max_length)
     keys = list(inputs)
     lengths = [len(k) for k in keys]
     keep = [max(len(cont) for _, cont in inputs[k]) for k in keys]
     order = sorted(range(len(keys)), key=lambda i: (-lengths[i], keys[i]))
-
     params = _forward_params(model)
     left_pad = "position_ids" in params
     use_keep = left_pad and "logits_to_keep" in params
-    device = _model_device(model)
     vocab = _output_vocab_size(model) or len(tokenizer)
     # Memory is set by the logits kept, not the full width, when logits_to_keep is used.
     budget_lengths = keep if use_keep else lengths
@@ -259,43 +251,65 @@ def score_continuations(
     bar = tqdm(total=len(pairs), desc=desc, unit="req", disable=not progress, leave=False)
     try:
         for batch in _batches_by_budget(budget_lengths, order, batch_size, vocab, max_logits):
-            width = max(lengths[i] for i in batch)
-            kept = max(keep[i] for i in batch) if use_keep else width
-            input_ids = torch.full((len(batch), width), prefix, dtype=torch.long)
-            attention = torch.zeros((len(batch), width), dtype=torch.long)
-            starts = []
+            kept = max(keep[i] for i in batch) if use_keep else None
+            logits, starts, offset = _left_padded_logits(model, [keys[i] for i in batch], prefix, params, kept)
             for row, i in enumerate(batch):
-                n = lengths[i]
-                start = width - n if left_pad else 0
-                input_ids[row, start : start + n] = torch.tensor(keys[i])
-                attention[row, start : start + n] = 1
-                starts.append(start)
-            kwargs: Dict[str, Any] = {"attention_mask": attention.to(device)}
-            if left_pad:
-                kwargs["position_ids"] = (attention.cumsum(-1) - 1).clamp(min=0).to(device)
-            if use_keep:
-                kwargs["logits_to_keep"] = kept
-            if "use_cache" in params:
-                kwargs["use_cache"] = False
-            logits = model(input_ids.to(device), **kwargs).logits
-            offset = width - logits.shape[1]  # logits row r is input position r + offset
-            for row, i in enumerate(batch):
-                n = lengths[i]
                 for pair_idx, continuation_ids in inputs[keys[i]]:
-                    k = len(continuation_ids)
                     # Input positions n-k .. n-1 predict the k continuation tokens.
-                    first = starts[row] + n - k - offset
-                    rows = torch.log_softmax(logits[row, first : first + k].float(), dim=-1)
-                    targets = torch.tensor(continuation_ids, device=rows.device)
-                    logprob = float(rows.gather(1, targets[:, None]).sum())
-                    greedy = bool((rows.argmax(dim=-1) == targets).all())
-                    results[pair_idx] = (logprob, greedy, k)
+                    first = starts[row] + lengths[i] - len(continuation_ids) - offset
+                    results[pair_idx] = _continuation_score(logits[row], first, continuation_ids)
                     bar.update(1)
     finally:
         bar.close()
         if was_training:
             model.train()
     return results  # type: ignore[return-value]
+
+
+def _distinct_inputs(encoded, max_length: int) -> Dict[Tuple[int, ...], List[Tuple[int, List[int]]]]:
+    """`{model input: [(pair index, continuation ids), ...]}`: one forward per distinct model input; each pair
+    reads its last `k` positions from it. Over-long inputs are cut from the left."""
+    inputs: Dict[Tuple[int, ...], List[Tuple[int, List[int]]]] = {}
+    for pair_idx, (context_ids, continuation_ids) in enumerate(encoded):
+        full = (context_ids + continuation_ids)[-(max_length + 1) :]
+        continuation_ids = continuation_ids[-(len(full) - 1) :]  # a huge continuation keeps >= 1 token of context
+        inputs.setdefault(tuple(full[:-1]), []).append((pair_idx, continuation_ids))
+    return inputs
+
+
+def _left_padded_logits(model, keys, pad_id: int, params: set, kept: Optional[int]):
+    """`(logits, start of each row, offset)` of one forward pass over `keys`, left-padded with explicit
+    `position_ids` when the model takes them (else right-padded); logits row r is input position r + offset."""
+    left_pad = "position_ids" in params
+    width = max(len(key) for key in keys)
+    input_ids = torch.full((len(keys), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(keys), width), dtype=torch.long)
+    starts = []
+    for row, key in enumerate(keys):
+        start = width - len(key) if left_pad else 0
+        input_ids[row, start : start + len(key)] = torch.tensor(key)
+        attention[row, start : start + len(key)] = 1
+        starts.append(start)
+    device = _model_device(model)
+    kwargs: Dict[str, Any] = {"attention_mask": attention.to(device)}
+    if left_pad:
+        kwargs["position_ids"] = (attention.cumsum(-1) - 1).clamp(min=0).to(device)
+    if kept is not None:
+        kwargs["logits_to_keep"] = kept
+    if "use_cache" in params:
+        kwargs["use_cache"] = False
+    logits = model(input_ids.to(device), **kwargs).logits
+    return logits, starts, width - logits.shape[1]
+
+
+def _continuation_score(logits: torch.Tensor, first: int, continuation_ids: List[int]) -> Tuple[float, bool, int]:
+    """`(sum log p(continuation), is_greedy, continuation tokens)` from the logits rows that predict it."""
+    k = len(continuation_ids)
+    rows = torch.log_softmax(logits[first : first + k].float(), dim=-1)
+    targets = torch.tensor(continuation_ids, device=rows.device)
+    logprob = float(rows.gather(1, targets[:, None]).sum())
+    greedy = bool((rows.argmax(dim=-1) == targets).all())
+    return logprob, greedy, k
 
 
 def _continuation_length(continuation: str) -> int:
