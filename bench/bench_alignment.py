@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from tokswap.align.pipeline import AlignmentConfig, align_tokenizers
-    from tokswap.offline.assets import load_tokenizer
+    from tokswap.loading import load_tokenizer
     from tokswap.offline.corpus import build_corpus
 
     started = time.perf_counter()

@@ -71,7 +71,8 @@ def main(argv=None) -> int:
 
     from tokswap import TokenAlignment
     from tokswap.align.pipeline import AlignmentConfig, _segments, align_tokenizers
-    from tokswap.offline.assets import load_tokenizer, model_path
+    from tokswap.offline.assets import model_path
+    from tokswap.loading import load_tokenizer
     from tokswap.offline.corpus import build_corpus
     from tokswap.cli.demo import DemoConfig, heldout_by_domain
     from tokswap.evaluation import LN2, bits_per_byte

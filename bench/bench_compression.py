@@ -31,7 +31,7 @@ TARGETS = ("qwen2.5", "llama3", "gemma3", "gpt-neox")
 
 def measure(source_name: str, target_names, min_bytes: int, max_docs: int) -> dict:
     """Token counts of every tokenizer on every held-out language, and the change vs the source."""
-    from tokswap.offline.assets import load_tokenizer
+    from tokswap.loading import load_tokenizer
     from tokswap.offline.corpus import heldout_by_language
     from tokswap.evaluation import compression
 

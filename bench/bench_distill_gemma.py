@@ -64,7 +64,9 @@ def main(argv=None) -> int:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from tokswap.offline.assets import load_tokenizer, model_path
+    from tokswap.offline.assets import model_path
+
+    from tokswap.loading import load_tokenizer
     from tokswap.offline.corpus import build_corpus
     from tokswap.distillation import TokenDistillationConfig, distill
     from tokswap.evaluation import bits_per_byte

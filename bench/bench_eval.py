@@ -18,7 +18,8 @@ from pathlib import Path
 import torch
 
 from tokswap import evaluation as ev
-from tokswap.offline.assets import load_tokenizer, model_path
+from tokswap.offline.assets import model_path
+from tokswap.loading import load_tokenizer
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 

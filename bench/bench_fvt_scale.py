@@ -31,7 +31,7 @@ def main(factors):
         chosen = by_domain[domain][:]
         random.Random(0).shuffle(chosen)
         validation[domain] = ("\n\n".join(chosen[:2]), [])
-    source, target = assets.load_tokenizer("smollm2"), lb.load_target_tokenizer("qwen2.5")
+    source, target = load_tokenizer("smollm2"), lb.load_target_tokenizer("qwen2.5")
     alignment = shared_rows_alignment(source, target)
     for factor in factors:
         model, tokenizer = lb.swap(target, alignment, ScaledFVTInit(scale=factor), source, 0)

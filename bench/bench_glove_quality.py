@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from tokswap.align.pipeline import AlignmentConfig, _segments, build_alignment, evaluate_alignment
-    from tokswap.offline.assets import load_tokenizer
+    from tokswap.loading import load_tokenizer
     from tokswap.align.cooccurrence import count_cooccurrences
     from tokswap.offline.corpus import build_corpus
     from tokswap.align.glove import GloveConfig, load_stanford_vectors, train_glove

@@ -212,10 +212,10 @@ def main(argv=None) -> int:
     heldout, train = split_corpus(docs, args.heldout_bytes, args.corpus_bytes)
     print(f"corpus: {len(train)} documents, {sum(len(t.encode()) for t in train) / 1e6:.1f} MB; held-out domains: "
           + ", ".join(f"{k} {len(v.encode())} B" for k, v in heldout.items()), flush=True)
-    source_tok = assets.load_tokenizer("smollm2")
+    source_tok = load_tokenizer("smollm2")
     alignments = {}
     for target in args.targets:
-        target_tok = assets.load_tokenizer(target)
+        target_tok = load_tokenizer(target)
         if target_tok.eos_token is None and "<|end_of_text|>" in target_tok.get_vocab():
             # The packaged Llama-3 tokenizer has no special-token map; Meta-Llama-3-8B's are these.
             target_tok.bos_token, target_tok.eos_token = "<|begin_of_text|>", "<|end_of_text|>"

@@ -304,7 +304,7 @@ def load_source_model():
 def load_target_tokenizer(name: str):
     from tokswap.offline import assets
 
-    tokenizer = assets.load_tokenizer(name)
+    tokenizer = load_tokenizer(name)
     if tokenizer.eos_token is None and "<|end_of_text|>" in tokenizer.get_vocab():
         # The packaged Llama-3 tokenizer has no special-token map; Meta-Llama-3-8B's are these.
         tokenizer.bos_token, tokenizer.eos_token = "<|begin_of_text|>", "<|end_of_text|>"
@@ -770,7 +770,7 @@ def main(argv=None) -> int:
     train_texts = [piece for _, _, piece in pieces]
     print(f"corpus: {len(train_texts)} pieces, {sum(len(t.encode()) for t in train_texts):,} B; held-out: "
           + ", ".join(f"{d} {len(t.encode()):,} B ({len(i)} docs)" for d, (t, i) in heldout.items()), flush=True)
-    source_tok = assets.load_tokenizer(SOURCE_TOKENIZER)
+    source_tok = load_tokenizer(SOURCE_TOKENIZER)
     alignments = Alignments(source_tok, train_texts, args)
     rows = load_rows(args.output)
     run_original(args, argv, heldout, source_tok, rows)

@@ -48,7 +48,7 @@ def main(arms, steps):
     torch.manual_seed(0)
     heldout, train = split_corpus(domain_documents(), 3000, 1_000_000)
     heldout = {k: heldout[k] for k in ("en", "code", "de", "zh")}
-    source, target = assets.load_tokenizer("smollm2"), assets.load_tokenizer("qwen2.5")
+    source, target = load_tokenizer("smollm2"), load_tokenizer("qwen2.5")
     alignment = shared_rows_alignment(source, target)
     path = assets.model_path("smollm2-135m")
     original = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()

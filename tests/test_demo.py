@@ -153,7 +153,7 @@ def test_prebuilt_alignment_on_the_hub_is_used(quick_demo, hub):
     from tokswap import TokenAlignment
     from tokswap.cli.demo import DemoConfig, _get_alignment, _Steps
     from tokswap.hub import push_alignment
-    from tokswap.offline.assets import load_tokenizer
+    from tokswap.loading import load_tokenizer
 
     output, _, _, config = quick_demo
     alignment = TokenAlignment.from_pretrained(output / "alignment")

@@ -439,7 +439,8 @@ def test_real_task_sizes():
 def smollm2():
     from transformers import AutoModelForCausalLM
 
-    from tokswap.offline.assets import load_tokenizer, model_path
+    from tokswap.loading import load_tokenizer
+    from tokswap.offline.assets import model_path
 
     path = model_path("smollm2-135m")
     return AutoModelForCausalLM.from_pretrained(path).eval(), load_tokenizer(str(path))

@@ -15,6 +15,7 @@ from datasets import Dataset  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 from tokswap.align.byte_offsets import aligned_windows, chunk_ids, shared_boundaries, token_byte_ends  # noqa: E402
+from tokswap.loading import load_tokenizer
 from tokswap.self_distillation import (  # noqa: E402
     SelfDistillationConfig,
     SelfDistillationError,
@@ -77,9 +78,8 @@ def _prefix_boundaries(tokenizer, ids, text) -> set:
 @pytest.mark.slow
 @pytest.mark.parametrize("target", ["qwen2.5", "llama3", "gemma3", "gpt-neox"])
 def test_shared_boundaries_on_real_tokenizer_pairs(target):
-    from tokswap.offline import assets
 
-    source, other = assets.load_tokenizer("smollm2"), assets.load_tokenizer(target)
+    source, other = load_tokenizer("smollm2"), load_tokenizer(target)
     encode = lambda tok: tok(MIXED, add_special_tokens=False)["input_ids"]  # noqa: E731
     s_ids, t_ids = encode(source), encode(other)
     s_ends, t_ends = token_byte_ends(source, s_ids, MIXED), token_byte_ends(other, t_ids, MIXED)

@@ -18,6 +18,7 @@ from tokswap.init_methods import (
     source_pieces,
     sparsemax,
 )
+from tokswap.loading import load_tokenizer
 from tokswap.surgery import MissingSpecialTokenError, SurgeryError, swap_vocabulary
 
 pytestmark = pytest.mark.usefixtures("hub")  # talks to the loopback Hub
@@ -35,9 +36,8 @@ TEXTS = [
 
 # --------------------------------------------------------------------------- fixtures
 def _tokenizer(name):
-    from tokswap.offline import assets
 
-    tokenizer = assets.load_tokenizer(name)  # a failure to load an asset is a failure, never a skip
+    tokenizer = load_tokenizer(name)  # a failure to load an asset is a failure, never a skip
     if tokenizer.eos_token is None:  # the packaged Llama-3 tokenizer carries no special-token map
         tokenizer.eos_token = "<|end_of_text|>" if "<|end_of_text|>" in tokenizer.get_vocab() else "<|endoftext|>"
     return tokenizer

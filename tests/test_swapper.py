@@ -10,6 +10,7 @@ import torch
 
 from tokswap.alignment import AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
 from tokswap.init_methods import DEFAULT_INIT_METHOD, UnknownInitMethodError, source_pieces
+from tokswap.loading import load_tokenizer
 from tokswap.swapper import SwapperError, TokenizerSwapper
 
 transformers = pytest.importorskip("transformers")
@@ -21,9 +22,8 @@ TEXT = "The quick brown fox jumps over the lazy dog. Всем привет! 你�
 
 
 def _tokenizer(name):
-    from tokswap.offline import assets
 
-    return assets.load_tokenizer(name)  # a failure to load an asset is a failure, never a skip
+    return load_tokenizer(name)  # a failure to load an asset is a failure, never a skip
 
 
 def _alignment(source_tokenizer, target_tokenizer) -> TokenAlignment:

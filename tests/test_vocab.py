@@ -8,7 +8,7 @@ from tokswap.alignment import AlignmentError
 
 @pytest.fixture(scope="module")
 def tokenizers():
-    from tokswap.offline.assets import load_tokenizer
+    from tokswap.loading import load_tokenizer
 
     return {name: load_tokenizer(name) for name in ("gpt-neox", "gemma3", "llama3", "qwen2.5", "bert-uncased")}
 

