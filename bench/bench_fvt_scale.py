@@ -19,6 +19,7 @@ from bench_init_methods import shared_rows_alignment  # noqa: E402
 
 
 def main(factors):
+    from tokswap.loading import load_tokenizer
     from tokswap.offline import assets
     from tokswap.init_methods import ScaledFVTInit
 

@@ -36,6 +36,7 @@ HANDBOOK_LANGUAGES = {"de": "de-DE", "ja": "ja-JP", "zh": "zh-CN", "ru": "ru-RU"
 
 
 def _packages() -> Path:
+    from tokswap.loading import load_tokenizer
     from tokswap.offline import assets
 
     return assets.package_root
@@ -203,6 +204,8 @@ def main(argv=None) -> int:
         return 0
 
     from transformers import AutoModelForCausalLM
+
+    from tokswap.loading import load_tokenizer
 
     from tokswap.offline import assets
     from tokswap.init_methods import INIT_METHODS

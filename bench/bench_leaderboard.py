@@ -296,12 +296,15 @@ def zero_shot(model, tokenizer, tasks: list, limit: int) -> dict:
 def load_source_model():
     from transformers import AutoModelForCausalLM
 
+    from tokswap.loading import load_tokenizer
+
     from tokswap.offline import assets
 
     return AutoModelForCausalLM.from_pretrained(assets.model_path(SOURCE_MODEL), dtype=torch.float32).eval()
 
 
 def load_target_tokenizer(name: str):
+    from tokswap.loading import load_tokenizer
     from tokswap.offline import assets
 
     tokenizer = load_tokenizer(name)
@@ -444,6 +447,8 @@ def run_original(args, argv, heldout: dict, source_tok, rows: list) -> None:
 def load_donor(name: str, target_tok):
     """A model asset that uses `target_tok`'s vocabulary (its padding rows aside), to serve as a donor space."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tokswap.loading import load_tokenizer
 
     from tokswap.offline import assets
 
@@ -761,6 +766,7 @@ def main(argv=None) -> int:
     if args.table:
         print(write_table(args.output))
         return 0
+    from tokswap.loading import load_tokenizer
     from tokswap.offline import assets
 
     torch.manual_seed(0)

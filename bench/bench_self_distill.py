@@ -41,6 +41,8 @@ def main(arms, steps):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
 
+    from tokswap.loading import load_tokenizer
+
     from tokswap.offline import assets
     from tokswap.swapper import TokenizerSwapper
     from tokswap.training import VocabAdaptationConfig, adapt_vocabulary

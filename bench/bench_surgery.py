@@ -104,6 +104,8 @@ def main(argv=None) -> int:
     parser.add_argument("--init-method", default="tokalign")
     args = parser.parse_args(argv)
 
+    from tokswap.loading import load_tokenizer
+
     from tokswap.offline import assets
     from tokswap.surgery import swap_vocabulary
 
