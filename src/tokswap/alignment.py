@@ -12,6 +12,7 @@ tokswap, or written by hand) or whose files changed since they were saved is ref
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 import json
@@ -124,6 +125,33 @@ def tokenizer_fingerprint(tokenizer) -> dict:
     }
 
 
+PROVENANCE_KEYS = (
+    "source_tokenizer",
+    "target_tokenizer",
+    "corpus",
+    "hyperparameters",
+    "special_tokens",
+    "timings_seconds",
+    "tokswap_version",
+    "imported_from",
+)
+
+
+@dataclass(frozen=True)
+class HubOrigin:
+    """The Hub repo an alignment was downloaded from.
+
+    Args:
+        repo_id (`str`): the alignment repo.
+        revision (`str`): the commit (or branch) it was read at.
+        found_by (`str`, *optional*): how the lookup found it (listed in the index, or named after the pair).
+    """
+
+    repo_id: str
+    revision: str = "main"
+    found_by: Optional[str] = None
+
+
 @dataclass
 class TokenAlignment:
     """A map `target id -> source id` covering every target row, with how and how well each row was decided.
@@ -195,6 +223,34 @@ class TokenAlignment:
     @property
     def target_fingerprint(self) -> dict:
         return self.config.get("target_tokenizer", {})
+
+    # Typed views of `config` (the file format stays one JSON object, `alignment_config.json`; tokswap's own
+    # modules read and write these names, never the raw keys).
+    @property
+    def metrics(self) -> dict:
+        """Quality numbers: BLEU-1, similarity, self-check precision, coverage, the matching diagnostics."""
+        return self.config.get("metrics", {})
+
+    @property
+    def provenance(self) -> dict:
+        """How it was made: the tokenizers' fingerprints, the corpus, the settings, timings, tokswap's version."""
+        return {key: self.config[key] for key in PROVENANCE_KEYS if key in self.config}
+
+    @property
+    def hub_origin(self) -> Optional[HubOrigin]:
+        """Where it was downloaded from when it came from the Hub (saved with a swapped model's copy)."""
+        origin = self.config.get("hub")
+        if not origin:
+            return None
+        known = {item.name for item in dataclasses.fields(HubOrigin)}
+        return HubOrigin(**{key: value for key, value in origin.items() if key in known})
+
+    @hub_origin.setter
+    def hub_origin(self, origin: Optional[HubOrigin]) -> None:
+        if origin is None:
+            self.config.pop("hub", None)
+        else:
+            self.config["hub"] = dataclasses.asdict(origin)
 
     def fallback_sources(self, target_id: int) -> np.ndarray:
         """Source ids whose mean initializes `target_id` when it is a FALLBACK row (else empty)."""

@@ -102,7 +102,7 @@ def resolve_alignment(
 
     found = find_prebuilt_alignment(source_tokenizer, target_tokenizer)
     if found is not None:
-        return found, {"origin": "prebuilt", **found.config.get("hub", {})}
+        return found, {"origin": "prebuilt", **dataclasses.asdict(found.hub_origin)}
     logger.info(
         "Computing the TokAlign alignment %s -> %s: both tokenizers tokenize %s, GloVe vectors are trained "
         "for each vocabulary and matched. This takes minutes to an hour on a CPU; save it with "
@@ -482,7 +482,7 @@ def _swap_record(
         "alignment": {
             **origin,
             "row_source_counts": resolved.counts_by_row_source(),
-            "metrics": resolved.config.get("metrics", {}),
+            "metrics": resolved.metrics,
         },
         "tied_embeddings": bool(model.get_input_embeddings().weight is model.get_output_embeddings().weight),
         "training": [],

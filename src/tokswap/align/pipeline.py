@@ -882,7 +882,7 @@ def align_tokenizers(
     alignment.target_space = np.where(target_trained[:, None], target_vectors, np.nan).astype(np.float32)
     # 4. Quality before any model is touched: BLEU-1 and similarity on held-out text.
     t0 = time.perf_counter()
-    diagnostics = alignment.config.pop("diagnostics")
+    diagnostics = alignment.config.pop("diagnostics")  # build_alignment's report, folded into the metrics
     metrics = _quality(alignment, source_tokenizer, target_tokenizer, held_texts, diagnostics, config, encoder_path)
     timings["evaluate"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - started

@@ -22,6 +22,7 @@ defaults, so `tokswap eval OUTPUT --tasks bpb --heldout OUTPUT/heldout.json` rep
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -196,7 +197,7 @@ def _get_alignment(source_tokenizer, target_tokenizer, corpus, config: DemoConfi
             steps.note(f"prebuilt alignment unusable ({err}); computing one")
             found = None
         if found is not None:
-            hub = found.config.get("hub", {})
+            hub = dataclasses.asdict(found.hub_origin) if found.hub_origin else {}
             steps.note(f"using the prebuilt alignment {hub.get('repo_id', '?')}@{str(hub.get('revision', '?'))[:12]}")
             return found, {"origin": "prebuilt", **hub}
         steps.note("no prebuilt alignment on the Hub for this pair: computing one (TokAlign)")
@@ -479,7 +480,7 @@ def _evaluate_swapped(swapper, source_tokenizer, heldout, config: DemoConfig, st
 
 
 def _note_alignment(alignment, steps: _Steps) -> None:
-    metrics = alignment.config.get("metrics", {})
+    metrics = alignment.metrics
     scores = [
         f"{k} {v:.4f}" for k, v in metrics.items() if k in ("bleu1", "semantic_similarity") and isinstance(v, float)
     ]
@@ -567,7 +568,7 @@ def _results(config, model_dir, alignment, alignment_origin, evaluations, traini
         "source_model_dir": str(model_dir),
         "alignment": {
             **dict(alignment_origin),
-            "metrics": alignment.config.get("metrics", {}),
+            "metrics": alignment.metrics,
             "row_source_counts": alignment.counts_by_row_source(),
         },
         "evaluations": evaluations,

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from tokswap.alignment import TokenAlignment, tokenizer_fingerprint
+from tokswap.alignment import HubOrigin, TokenAlignment, tokenizer_fingerprint
 from tokswap.errors import AlignmentError, TokswapError
 from tokswap.hub.download import _is_true, alignment_endpoint, download_alignment, load_alignment_index
 from tokswap.hub.naming import alignment_index_repo_id, alignment_repo_id, pair_key
@@ -92,7 +92,7 @@ def find_prebuilt_alignment(
         cache_dir: huggingface_hub cache folder.
 
     Returns:
-        The alignment (its `config["hub"]` records repo id and revision), or `None` when no Hub
+        The alignment (its `hub_origin` records repo id and revision), or `None` when no Hub
         answered or nothing fits this pair.
     """
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
@@ -144,11 +144,7 @@ def find_prebuilt_alignment(
     except HfHubHTTPError as err:
         logger.warning("The Hub refused the prebuilt alignment %s (%s); computing the alignment.", where, err)
         return None
-    alignment.config["hub"] = {
-        "repo_id": candidate.repo_id,
-        "revision": use_revision or "main",
-        "found_by": candidate.how,
-    }
+    alignment.hub_origin = HubOrigin(candidate.repo_id, use_revision or "main", candidate.how)
     logger.info("Using the prebuilt alignment %s (%s) instead of computing one.", where, candidate.how)
     return alignment
 

@@ -3,6 +3,7 @@ scanned and local paths redacted first."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -222,7 +223,7 @@ def push_alignment(
             "config_sha256": config_digest,
             "source_tokenizer": source_fp,
             "target_tokenizer": target_fp,
-            "metrics": alignment.config.get("metrics", {}),
+            "metrics": alignment.metrics,
             "tokswap_version": _version(),
             "updated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         }
@@ -373,8 +374,8 @@ def push_swapped_model(
                 swapper.alignment.save_pretrained(folder / ALIGNMENT_SUBFOLDER)
         extra = {"source_card": source_card, "swap_record": getattr(swapper, "swap_record", None)}
         alignment = getattr(swapper, "alignment", None)
-        if alignment is not None and alignment.config.get("hub"):
-            extra["alignment_hub"] = alignment.config["hub"]
+        if alignment is not None and alignment.hub_origin is not None:
+            extra["alignment_hub"] = dataclasses.asdict(alignment.hub_origin)
         return push_model_folder(
             folder,
             repo_id,
