@@ -10,7 +10,9 @@ send it only when `TOKSWAP_TELEMETRY=1` and the endpoint is the public Hub; `HF_
 import os
 from urllib.parse import urlparse
 
-TELEMETRY_ENV = "TOKSWAP_TELEMETRY"
+from tokswap.constants import ENV_TELEMETRY
+
+TELEMETRY_ENV = ENV_TELEMETRY
 PUBLIC_HUB_HOSTS = ("huggingface.co", "hf.co")
 
 

@@ -15,7 +15,7 @@ import importlib
 import os
 import sys
 
-from tokswap.constants import __version__
+from tokswap.constants import ENV_DEBUG, __version__
 from tokswap.errors import TokswapError
 
 # Sub-command -> (module that registers it, one-line help). Only the module of the command being
@@ -67,7 +67,7 @@ def build_parser(command=None) -> argparse.ArgumentParser:
 
 
 def _debug_requested(argv: list) -> bool:
-    return "--debug" in argv or os.environ.get("TOKSWAP_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+    return "--debug" in argv or os.environ.get(ENV_DEBUG, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def main(argv=None) -> int:

@@ -9,15 +9,21 @@ import os
 from pathlib import Path
 from typing import Optional, Union
 
-from tokswap.constants import ALIGNMENT_CONFIG_NAME, ALIGNMENT_WEIGHTS_NAME, CARD_NAME
+from tokswap.constants import (
+    ALIGNMENT_CONFIG_NAME,
+    ALIGNMENT_WEIGHTS_NAME,
+    CARD_NAME,
+    ENV_ALIGNMENT_ENDPOINT,
+    ENV_ALIGNMENT_TOKEN,
+)
 from tokswap.errors import AlignmentError, UnverifiedAlignmentError
 from tokswap.hub.naming import _qualify, alignment_index_repo_id
 from tokswap.utils import get_logger, sha256_file
 
 logger = get_logger(__name__)
 
-ALIGNMENT_ENDPOINT_ENV = "TOKSWAP_ALIGNMENT_ENDPOINT"
-ALIGNMENT_TOKEN_ENV = "TOKSWAP_ALIGNMENT_TOKEN"
+ALIGNMENT_ENDPOINT_ENV = ENV_ALIGNMENT_ENDPOINT
+ALIGNMENT_TOKEN_ENV = ENV_ALIGNMENT_TOKEN
 INDEX_FILENAME = "index.json"
 INDEX_FORMAT_VERSION = 1
 ALIGNMENT_REPO_FILES = (ALIGNMENT_WEIGHTS_NAME, ALIGNMENT_CONFIG_NAME, CARD_NAME)

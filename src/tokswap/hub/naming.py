@@ -1,16 +1,13 @@
-"""Where alignments live on the Hub: the namespace and the index repo's name (no Hub calls, no tokswap imports).
-
-Kept apart from `tokswap.hub` so that the model cards can name the index repo without importing the Hub client
-code (which imports `tokswap.alignment`, which imports this module's users): no import circle.
-"""
+"""Where alignments live on the Hub: the namespace, the index repo's name and each pair's repo id (no Hub calls)."""
 
 import os
 import re
 from typing import Any, Optional
 
-ALIGNMENT_NAMESPACE_ENV = "TOKSWAP_ALIGNMENT_NAMESPACE"
+from tokswap.constants import ENV_ALIGNMENT_NAMESPACE, INDEX_REPO_NAME
+
+ALIGNMENT_NAMESPACE_ENV = ENV_ALIGNMENT_NAMESPACE
 DEFAULT_ALIGNMENT_NAMESPACE = "tokswap-alignments"
-from tokswap.constants import INDEX_REPO_NAME  # noqa: E402,F401 (re-exported)
 
 
 def alignment_namespace() -> str:

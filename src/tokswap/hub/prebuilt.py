@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from tokswap.alignment import HubOrigin, TokenAlignment, tokenizer_fingerprint
+from tokswap.constants import ENV_NO_PREBUILT_ALIGNMENTS, ENV_ON_ALIGNMENT_MISMATCH
 from tokswap.errors import AlignmentError, TokswapError
 from tokswap.hub.download import _is_true, alignment_endpoint, download_alignment, load_alignment_index
 from tokswap.hub.naming import alignment_index_repo_id, alignment_repo_id, pair_key
@@ -15,8 +16,8 @@ from tokswap.utils import get_logger
 
 logger = get_logger(__name__)
 
-NO_PREBUILT_ENV = "TOKSWAP_NO_PREBUILT_ALIGNMENTS"
-ON_MISMATCH_ENV = "TOKSWAP_ON_ALIGNMENT_MISMATCH"
+NO_PREBUILT_ENV = ENV_NO_PREBUILT_ALIGNMENTS
+ON_MISMATCH_ENV = ENV_ON_ALIGNMENT_MISMATCH
 ON_MISMATCH_CHOICES = ("error", "compute")
 
 

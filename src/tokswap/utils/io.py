@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from tokswap.constants import ENV_CACHE
 from tokswap.errors import TokswapError
 
 
@@ -19,7 +20,7 @@ def cache_dir(*parts: str) -> Path:
     deliberately outside `HF_HOME`: tests point `HF_HOME` at a throw-away folder, and the real
     assets (hundreds of MB) should survive that.
     """
-    root = os.environ.get("TOKSWAP_CACHE")
+    root = os.environ.get(ENV_CACHE)
     if not root:
         xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         root = os.path.join(xdg, "tokswap")

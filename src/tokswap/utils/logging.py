@@ -3,6 +3,8 @@
 import logging
 import os
 
+from tokswap.constants import ENV_VERBOSITY
+
 _LIBRARY_LOGGER = "tokswap"
 
 
@@ -13,7 +15,7 @@ def _configure_root() -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("[tokswap] %(message)s"))
     root.addHandler(handler)
-    root.setLevel(os.environ.get("TOKSWAP_VERBOSITY", "INFO").upper())
+    root.setLevel(os.environ.get(ENV_VERBOSITY, "INFO").upper())
     root.propagate = False
 
 
