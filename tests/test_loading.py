@@ -63,3 +63,11 @@ def test_swap_a_model_onto_its_own_asset_name():
     assert swapper.swap_record["alignment"]["origin"] == "identity"
     original = load_model("smollm2-135m", dtype=torch.float32)
     assert torch.equal(swapper.model.get_input_embeddings().weight, original.get_input_embeddings().weight)
+
+
+def test_a_name_that_is_both_kinds_loads_the_tokenizer_asset_as_a_tokenizer():
+    """`smollm2` names a tokenizer asset and (as an alias) a model asset: a tokenizer load takes the tokenizer asset,
+    so it never needs the model, and its fingerprint names the tokenizer folder."""
+    assert resolve("smollm2", prefer="tokenizer").path == str(assets.tokenizer_path("smollm2"))
+    assert resolve("smollm2").path == str(assets.model_path("smollm2"))
+    assert load_tokenizer("smollm2").name_or_path == str(assets.tokenizer_path("smollm2"))

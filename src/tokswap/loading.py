@@ -40,15 +40,19 @@ class Location:
     asset: str | None = None
 
 
-def _asset_kind(name: str) -> str | None:
-    """ "model", "tokenizer" or None: which kind of tokswap asset `name` is (no download, no build)."""
+def _asset_kind(name: str, prefer: str = "model") -> str | None:
+    """`"model"`, `"tokenizer"` or None: which kind of tokswap asset `name` is (no download, no build). A name that
+    is both (`smollm2`, `gemma3`) is the kind asked for first: a tokenizer load never needs the model asset."""
     from tokswap.offline import assets
 
     key = name.lower()
-    if assets.model_asset_key(key) is not None:
-        return "model"
-    if assets.tokenizer_asset_key(key) is not None:
-        return "tokenizer"
+    found = {
+        "model": assets.model_asset_key(key) is not None,
+        "tokenizer": assets.tokenizer_asset_key(key) is not None,
+    }
+    for kind in (prefer, "tokenizer" if prefer == "model" else "model"):
+        if found[kind]:
+            return kind
     return None
 
 
@@ -63,12 +67,13 @@ def _gguf_location(path: Path, asset: str | None = None) -> Location:
     return Location(str(path), {}, asset)
 
 
-def resolve(name_or_path: str | os.PathLike, what: str = "The model") -> Location:
+def resolve(name_or_path: str | os.PathLike, what: str = "The model", prefer: str = "model") -> Location:
     """Where a model or tokenizer name points (folder, GGUF, asset or Hub id), without loading it.
 
     Args:
         name_or_path: a folder, a GGUF file, a tokswap asset name or a Hub id.
         what: how an error message names it, e.g. `"The source model"`.
+        prefer: `"model"` or `"tokenizer"`: the asset kind a name that is both stands for.
 
     Returns:
         A `Location`; a Hub id comes back as itself.
@@ -78,7 +83,7 @@ def resolve(name_or_path: str | os.PathLike, what: str = "The model") -> Locatio
     path = Path(os.path.expanduser(name))
     if path.exists():
         return _gguf_location(path)
-    kind = _asset_kind(name)
+    kind = _asset_kind(name, prefer)
     if kind is None:
         return Location(name)
     from tokswap.offline import assets
@@ -105,7 +110,7 @@ def load_tokenizer(name_or_path, **kwargs):
     name = os.fspath(name_or_path)
     if name.endswith(".json") and Path(name).is_file():  # a bare tokenizer.json
         return PreTrainedTokenizerFast(tokenizer_file=name)
-    location = resolve(name, "The tokenizer")
+    location = resolve(name, "The tokenizer", prefer="tokenizer")
     allowed = {k: v for k, v in kwargs.items() if k in TOKENIZER_KWARGS}
     return AutoTokenizer.from_pretrained(location.path, **{**allowed, **location.kwargs})
 

@@ -111,7 +111,14 @@ class AlignmentConfig:
     chunk_size: int = field(default=2048, metadata={"help": "Target rows per similarity block in the matching."})
     corpus_bytes: int = field(
         default=8_000_000,
-        metadata={"help": "Size of the default corpus (`tokswap.offline.corpus.build_corpus`) in bytes."},
+        metadata={"help": "Size of the default corpus (`tokswap.default_corpus`) in bytes."},
+    )
+    default_corpus: str = field(
+        default="auto",
+        metadata={
+            "help": "Where the default corpus comes from: 'hub' (streamed from open Hub datasets), 'offline' (built "
+            "from pinned packages) or 'auto' (the Hub when it answers and HF_HUB_OFFLINE is not set, else offline)."
+        },
     )
     eval_documents: int = field(
         default=200,
@@ -155,6 +162,10 @@ class AlignmentConfig:
             "batch_size",
         ):
             check_positive_int(AlignmentError, name, getattr(self, name), _flag(name))
+        if self.default_corpus not in ("auto", "hub", "offline"):
+            raise AlignmentError(
+                f"default_corpus must be 'auto', 'hub' or 'offline', not {self.default_corpus!r} (--default-corpus)."
+            )
         for name in ("search_dim", "num_proc"):
             check_positive_int(AlignmentError, name, getattr(self, name), _flag(name), optional=True)
         for name in ("num_anchors", "eval_documents", "min_corpus_tokens"):
@@ -233,12 +244,10 @@ def _prepare_corpus(corpus, config: AlignmentConfig):
 
     description: dict = {}
     if corpus is None:
-        from tokswap.offline.corpus import build_corpus
+        from tokswap.default_corpus import default_corpus
 
-        corpus = build_corpus(total_bytes=config.corpus_bytes, seed=config.seed)
-        description["source"] = (
-            f"tokswap.offline.corpus.build_corpus(total_bytes={config.corpus_bytes}, seed={config.seed})"
-        )
+        made = default_corpus(total_bytes=config.corpus_bytes, seed=config.seed, source=config.default_corpus)
+        corpus, description["source"] = made.dataset, made.origin
     if isinstance(corpus, (str, os.PathLike)):
         description.setdefault("source", os.fspath(corpus))
         corpus = load_corpus(corpus)

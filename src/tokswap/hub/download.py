@@ -217,3 +217,48 @@ def load_alignment_index(
 
 def _empty_index() -> dict:
     return {"format_version": INDEX_FORMAT_VERSION, "alignments": {}}
+
+
+class _HubUnreachable(ConnectionError):
+    pass
+
+
+def hub_reachable(endpoint: Optional[str] = None, timeout: float = 3.0) -> bool:
+    """One quick request without retries: does anything answer at the Hub endpoint?
+
+    huggingface_hub retries a refused connection five times with back-off (about 25 s); a lookup
+    that is only an optimization must not cost that when no Hub is reachable.
+    """
+    from huggingface_hub import constants
+    from huggingface_hub.utils import get_session
+
+    if constants.is_offline_mode():
+        return False
+    url = (endpoint or alignment_endpoint() or constants.ENDPOINT).rstrip("/") + "/api/whoami-v2"
+    try:
+        get_session().head(url, timeout=timeout)  # any HTTP answer, even 401, means a Hub is there
+    except Exception as err:  # refused, DNS failure, timeout, proxy error...
+        logger.debug("The Hub at %s did not answer (%s).", url, type(err).__name__)
+        return False
+    return True
+
+
+def _network_failure_types() -> tuple:
+    """Exceptions that mean "no Hub answered" (as opposed to "the Hub said no")."""
+    from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
+
+    types = [LocalEntryNotFoundError, OfflineModeIsEnabled, ConnectionError, TimeoutError, _HubUnreachable]
+    try:
+        import httpx
+
+        types.append(httpx.TransportError)
+    except ImportError:  # pragma: no cover - huggingface_hub 2 always has httpx
+        pass
+    try:
+        import requests
+
+        types.append(requests.exceptions.ConnectionError)
+        types.append(requests.exceptions.Timeout)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(types)

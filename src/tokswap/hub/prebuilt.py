@@ -10,7 +10,13 @@ from typing import Optional, Union
 from tokswap.alignment import HubOrigin, TokenAlignment, tokenizer_fingerprint
 from tokswap.constants import ENV_NO_PREBUILT_ALIGNMENTS, ENV_ON_ALIGNMENT_MISMATCH
 from tokswap.errors import AlignmentError, TokswapError
-from tokswap.hub.download import _is_true, alignment_endpoint, download_alignment, load_alignment_index
+from tokswap.hub.download import (
+    _is_true,
+    _network_failure_types,
+    download_alignment,
+    hub_reachable,
+    load_alignment_index,
+)
 from tokswap.hub.naming import alignment_index_repo_id, alignment_repo_id, pair_key
 from tokswap.utils import get_logger
 
@@ -19,51 +25,6 @@ logger = get_logger(__name__)
 NO_PREBUILT_ENV = ENV_NO_PREBUILT_ALIGNMENTS
 ON_MISMATCH_ENV = ENV_ON_ALIGNMENT_MISMATCH
 ON_MISMATCH_CHOICES = ("error", "compute")
-
-
-class _HubUnreachable(ConnectionError):
-    pass
-
-
-def _hub_reachable(endpoint: Optional[str] = None, timeout: float = 3.0) -> bool:
-    """One quick request without retries: does anything answer at the Hub endpoint?
-
-    huggingface_hub retries a refused connection five times with back-off (about 25 s); a lookup
-    that is only an optimization must not cost that when no Hub is reachable.
-    """
-    from huggingface_hub import constants
-    from huggingface_hub.utils import get_session
-
-    if constants.is_offline_mode():
-        return False
-    url = (endpoint or alignment_endpoint() or constants.ENDPOINT).rstrip("/") + "/api/whoami-v2"
-    try:
-        get_session().head(url, timeout=timeout)  # any HTTP answer, even 401, means a Hub is there
-    except Exception as err:  # refused, DNS failure, timeout, proxy error...
-        logger.debug("The Hub at %s did not answer (%s).", url, type(err).__name__)
-        return False
-    return True
-
-
-def _network_failure_types() -> tuple:
-    """Exceptions that mean "no Hub answered" (as opposed to "the Hub said no")."""
-    from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
-
-    types = [LocalEntryNotFoundError, OfflineModeIsEnabled, ConnectionError, TimeoutError, _HubUnreachable]
-    try:
-        import httpx
-
-        types.append(httpx.TransportError)
-    except ImportError:  # pragma: no cover - huggingface_hub 2 always has httpx
-        pass
-    try:
-        import requests
-
-        types.append(requests.exceptions.ConnectionError)
-        types.append(requests.exceptions.Timeout)
-    except ImportError:  # pragma: no cover
-        pass
-    return tuple(types)
 
 
 def find_prebuilt_alignment(
@@ -107,7 +68,7 @@ def find_prebuilt_alignment(
     source_fp, target_fp = tokenizer_fingerprint(source_tokenizer), tokenizer_fingerprint(target_tokenizer)
     unreachable = _network_failure_types()
     # Without a Hub, what is in the cache still counts (HF_HUB_OFFLINE=1 or simply no network).
-    local_only = not _hub_reachable()
+    local_only = not hub_reachable()
     if local_only:
         logger.info("No Hub reachable: looking for a prebuilt alignment in the local cache only.")
     try:
