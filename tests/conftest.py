@@ -201,3 +201,34 @@ def train_bpe_tokenizer():
         return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>")
 
     return train
+
+
+def tiny_llama(vocab_size: int, *, tokenizer=None, seed: int = 0, hidden: int = 32, layers: int = 2, heads: int = 4,
+               kv_heads: int = 2, tied: bool = False, max_positions=None, dtype=None, ids=("bos", "eos", "pad")):  # fmt: skip
+    """A randomly initialized Llama small enough for any test (the builder every test file shares).
+
+    With `tokenizer`, the config takes its special token ids (those named in `ids`). `seed` seeds the weights; `tied` ties the input
+    embeddings and the head; `max_positions` sets `max_position_embeddings` (transformers' default otherwise).
+    Import it with `from conftest import tiny_llama`.
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    special = {}
+    if tokenizer is not None:
+        special = {f"{name}_token_id": getattr(tokenizer, f"{name}_token_id") for name in ids}
+    extra = {} if max_positions is None else {"max_position_embeddings": max_positions}
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        tie_word_embeddings=tied,
+        **special,
+        **extra,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    return model if dtype is None else model.to(dtype)

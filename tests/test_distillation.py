@@ -9,9 +9,10 @@ import torch.nn.functional as F
 
 pytest.importorskip("trl")
 
+from conftest import tiny_llama
 from datasets import Dataset  # noqa: E402
 from tokenizers import ByteLevelBPETokenizer  # noqa: E402
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast  # noqa: E402
+from transformers import PreTrainedTokenizerFast  # noqa: E402
 
 from tokswap.distillation import (  # noqa: E402
     DistillationError,
@@ -176,17 +177,7 @@ def dataset():
 
 
 def llama(rows, hidden=32, seed=0, dtype=torch.float32):
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=rows,
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=False,
-    )
-    return LlamaForCausalLM(config).to(dtype)
+    return tiny_llama(rows, hidden=hidden, seed=seed, dtype=dtype)
 
 
 def distill_config(tmp_path, **overrides):

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import tiny_llama
 from tokenizers import ByteLevelBPETokenizer
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
 from tokswap.training import launched_on_cpus
 
@@ -31,19 +32,7 @@ def tiny_run(tmp_path_factory):
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(TEXTS, vocab_size=300, min_frequency=1, special_tokens=["<s>", "</s>"], show_progress=False)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>")
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(
-        LlamaConfig(
-            vocab_size=320,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            tie_word_embeddings=False,
-        )
-    )
-    model.save_pretrained(root / "model")
+    tiny_llama(320).save_pretrained(root / "model")
     tokenizer.save_pretrained(root / "model")
     (root / "data.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
     return root

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-import torch
 import transformers
+from conftest import tiny_llama
 
 from tokswap.alignment import RowSource, TokenAlignment, tokenizer_fingerprint
 from tokswap.drafting import DraftError, check_draft_compatible, measure_speculative_decoding
@@ -49,19 +49,8 @@ def _pieces_alignment(source_tokenizer, target_tokenizer) -> TokenAlignment:
 
 
 def _tiny_llama(tokenizer, vocab_size, seed, layers=2):
-    config = transformers.LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        max_position_embeddings=256,
-    )
-    torch.manual_seed(seed)
-    return transformers.LlamaForCausalLM(config).eval()
+    model = tiny_llama(vocab_size, tokenizer=tokenizer, ids=("bos", "eos"), seed=seed, layers=layers, max_positions=256)
+    return model.eval()
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import tiny_llama as build_tiny_llama
 from tokenizers import Regex, Tokenizer, models, pre_tokenizers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import PreTrainedTokenizerFast
 
 from tokswap import evaluation as ev
 
@@ -173,19 +174,8 @@ def test_bits_per_byte_on_bigram_model_is_exact(tok, bigram, max_length):
 
 @pytest.fixture(scope="module")
 def tiny_llama(tok):
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=32,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        tie_word_embeddings=False,
-    )
     # 32 rows for an 18-token tokenizer: a padded vocabulary must be fine.
-    return LlamaForCausalLM(config).eval()
+    return build_tiny_llama(32, max_positions=128).eval()
 
 
 def manual_nll(model, ids):

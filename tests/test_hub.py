@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import tiny_llama
 
 from tokswap import hub as tokswap_hub
 from tokswap.alignment import AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
@@ -111,8 +112,7 @@ def namespace():
 @pytest.fixture(scope="module")
 def assets(hub, hub_user, tmp_path_factory):
     """Two small real BPE tokenizers and a tiny Llama using the first, seeded on the loopback Hub."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
 
     root = tmp_path_factory.mktemp("hub-assets")
     texts = _corpus()
@@ -122,22 +122,10 @@ def assets(hub, hub_user, tmp_path_factory):
     source_tokenizer = AutoTokenizer.from_pretrained(source_dir)
     source_tokenizer.name_or_path = f"{hub_user}/tiny-llama-src"  # as the swapper will see it
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(source_tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        tie_word_embeddings=True,
-        bos_token_id=source_tokenizer.bos_token_id,
-        eos_token_id=source_tokenizer.eos_token_id,
-        pad_token_id=source_tokenizer.pad_token_id,
-    )
     model_dir = root / "tiny-model"
-    LlamaForCausalLM(config).save_pretrained(model_dir)
+    tiny_llama(len(source_tokenizer), tokenizer=source_tokenizer, tied=True, max_positions=256).save_pretrained(
+        model_dir
+    )
     source_tokenizer.save_pretrained(model_dir)
     (model_dir / "README.md").write_text(
         "---\nlicense: mit\nlanguage:\n- en\ntags:\n- tiny\n---\n\n# A tiny test model\n", encoding="utf-8"

@@ -14,6 +14,7 @@ import pytest
 from tokswap.testing import LoopbackHub, hub_client_env
 
 hf = pytest.importorskip("huggingface_hub")
+from conftest import tiny_llama
 from huggingface_hub import (  # noqa: E402
     CommitOperationAdd,
     CommitOperationDelete,
@@ -50,20 +51,8 @@ def _tiny_tokenizer():
 
 
 def _tiny_llama(vocab_size: int):
-    import torch
-    from transformers import AutoModelForCausalLM, LlamaConfig
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=64,
-    )
-    return AutoModelForCausalLM.from_config(config)
+    return tiny_llama(vocab_size, hidden=16, heads=2, kv_heads=1, max_positions=64)
 
 
 def _get(url: str, headers=None):

@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 import nbformat  # noqa: E402
+from conftest import tiny_llama
 from nbclient import NotebookClient  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,24 +40,8 @@ def _helpers():
 
 
 def _tiny_llama(tokenizer, folder, seed):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    LlamaForCausalLM(config).save_pretrained(folder)
+    tiny_llama(len(tokenizer), tokenizer=tokenizer, seed=seed, tied=True, max_positions=256).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     (Path(folder) / "README.md").write_text(
         "---\nlicense: apache-2.0\nlanguage:\n- en\n---\n\n# tiny\n", encoding="utf-8"
