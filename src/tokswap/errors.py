@@ -58,3 +58,7 @@ class AlignmentError(TokswapError):
 
 class UnverifiedAlignmentError(AlignmentError):
     """Raised when an alignment's files cannot be shown to be the ones tokswap saved (no checksums, or a mismatch)."""
+
+
+class CorpusError(TokswapError):
+    """The corpus could not be built from the requested arguments."""

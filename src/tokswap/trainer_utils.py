@@ -385,7 +385,7 @@ def load_training_dataset(path: Union[str, os.PathLike], split: str = "train"):
 
 def _text_file_records(files: list[str], stamps: list):
     """`{"text": document}` for each document of each plain-text file (`stamps` only key the datasets cache)."""
-    from tokswap.offline.corpus import iter_text_documents
+    from tokswap.utils.text_files import iter_text_documents
 
     for file in files:
         for text in iter_text_documents(file):
@@ -396,7 +396,7 @@ def _load_files(files: list[str], suffix: str, split: str):
     import datasets
 
     if suffix in (".txt", ".jsonl", ".json"):
-        from tokswap.offline.corpus import check_utf8_file
+        from tokswap.utils.text_files import check_utf8_file
 
         for file in files:  # datasets would fail deep inside its builder, with a traceback
             check_utf8_file(file, TrainingError)

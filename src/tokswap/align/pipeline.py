@@ -306,7 +306,7 @@ def check_corpus_path(corpus) -> None:
             "(or leave it out for tokswap's default corpus)."
         )
     if path.is_file():
-        from tokswap.offline.corpus import check_utf8_file
+        from tokswap.utils.text_files import check_utf8_file
 
         check_utf8_file(path, AlignmentError)
 
@@ -331,7 +331,7 @@ def load_corpus(path) -> datasets.Dataset:  # noqa: F821 (datasets is imported l
                     record = json.loads(line)
                     texts.append(record["text"] if isinstance(record, dict) else str(record))
     else:
-        from tokswap.offline.corpus import read_text_documents
+        from tokswap.utils.text_files import read_text_documents
 
         texts = read_text_documents(path)
     return datasets.Dataset.from_dict({"text": texts})
