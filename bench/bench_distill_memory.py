@@ -15,6 +15,7 @@ Goal: the chunked loss at the default chunk size needs at most 30% of the naive 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 import json
 import os
 import resource
@@ -107,29 +108,40 @@ def main(argv=None) -> int:
     parser.add_argument("--chunk-size", type=int, default=256, help=argparse.SUPPRESS)
     parser.add_argument("--chunk-sizes", default="128,256,512", help="comma-separated chunk sizes to measure")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--output", default="bench/results/distill_memory.md", help="markdown file for the printed results and the command")
     args = parser.parse_args(argv)
+    lines = []
+
+    def say(text: str, **kwargs) -> None:
+        print(text, **kwargs)
+        lines.append(text)
+
     if args.worker:
         print(json.dumps(worker(args.worker, args.chunk_size)))
         return 0
 
-    print(f"vocab {VOCAB}, {POSITIONS} positions, student {STUDENT_HIDDEN}x{STUDENT_ROWS}, teacher {TEACHER_HIDDEN}x{TEACHER_ROWS}")
+    say(f"vocab {VOCAB}, {POSITIONS} positions, student {STUDENT_HIDDEN}x{STUDENT_ROWS}, teacher {TEACHER_HIDDEN}x{TEACHER_ROWS}")
     naive = run_in_subprocess("naive", 0)
     rows = [naive]
     for chunk_size in (int(c) for c in args.chunk_sizes.split(",")):
         rows.append(run_in_subprocess("chunked", chunk_size))
-    print(f"{'method':<22}{'loss memory (MB)':>18}{'ratio':>8}{'time (s)':>10}{'loss':>12}")
+    say(f"{'method':<22}{'loss memory (MB)':>18}{'ratio':>8}{'process peak (MB)':>19}{'ratio':>8}{'time (s)':>10}{'loss':>12}")
     for row in rows:
         name = "naive (full logits)" if row["mode"] == "naive" else f"chunked, chunk={row['chunk_size']}"
         ratio = row["loss_memory_mb"] / naive["loss_memory_mb"]
         row["ratio_to_naive"] = round(ratio, 3)
-        print(f"{name:<22}{row['loss_memory_mb']:>18.0f}{ratio:>8.1%}{row['seconds']:>10.2f}{row['loss']:>12.5f}")
+        peak_ratio = row["peak_mb"] / naive["peak_mb"]
+        say(f"{name:<22}{row['loss_memory_mb']:>18.0f}{ratio:>8.1%}{row['peak_mb']:>19.0f}{peak_ratio:>8.1%}"
+            f"{row['seconds']:>10.2f}{row['loss']:>12.5f}")
     default = next((r for r in rows if r.get("chunk_size") == 256), None)
     if default is not None:
         verdict = "meets" if default["ratio_to_naive"] <= 0.30 else "MISSES"
-        print(f"default chunk (256): {default['ratio_to_naive']:.1%} of naive -> {verdict} the <= 30% goal")
+        say(f"default chunk (256): {default['ratio_to_naive']:.1%} of naive -> {verdict} the <= 30% goal")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(rows, handle, indent=2)
+    command = "python " + " ".join(["bench/" + os.path.basename(__file__), *(argv if argv is not None else sys.argv[1:])])
+    Path(args.output).write_text("# Chunked distillation loss memory vs naive (bench/bench_distill_memory.py)\n\nCommand:\n\n    " + command + "\n\n```\n" + "\n".join(lines) + "\n```\n", encoding="utf-8")
     return 0
 
 

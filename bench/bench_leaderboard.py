@@ -92,6 +92,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--train-seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--train-steps", type=int, default=200, help="total optimizer steps (stage 1 + stage 2)")
     parser.add_argument("--stage1-steps", type=int, default=150)
+    parser.add_argument("--stage1-lr", type=float, default=None,
+                        help="peak learning rate of stage 1 (default: VocabAdaptationConfig's)")
+    parser.add_argument("--stage2-lr", type=float, default=None,
+                        help="peak learning rate of stage 2 (default: VocabAdaptationConfig's)")
+    parser.add_argument("--stage1-frozen-rows", default=None, choices=["none", "copied"],
+                        help="stage 1 keeps the copied rows fixed (default: VocabAdaptationConfig's)")
     parser.add_argument("--checkpoint-steps", nargs="+", type=int, default=[50],
                         help="also score bits per byte after these global steps")
     parser.add_argument("--zero-shot", default="arc_easy,piqa,hellaswag", help="comma-separated tasks ('' for none)")
@@ -509,15 +515,18 @@ def checkpoint_callback(score, checkpoints: list, stage1_steps: int, stage2_step
     return ScoreAtSteps()
 
 
-def adaptation_call(model, tokenizer, dataset, args, seed: int, recovery: str, teacher, source_tok, callbacks, workdir):
-    """`adapt_vocabulary` with the bench's recipe (recovery/teacher passed when this tokswap has them)."""
+def adaptation_call(model, tokenizer, dataset, args, seed: int, recovery: str, teacher, source_tok, callbacks, workdir,
+                    alignment=None):
+    """`adapt_vocabulary` with the bench's recipe (recovery/teacher/alignment passed when this tokswap has them)."""
     from tokswap.training import VocabAdaptationConfig, adapt_vocabulary
 
     config_kwargs = dict(output_dir=workdir, stage1_max_steps=args.stage1_steps,
                          stage2_max_steps=args.train_steps - args.stage1_steps, per_device_train_batch_size=4,
                          max_length=TRAIN_MAX_LENGTH, logging_steps=10, save_steps=100000, save_final_model=False, seed=seed,
                          packing=False, recovery=recovery)
-    call_kwargs = dict(teacher_model=teacher, teacher_tokenizer=source_tok, callbacks=callbacks)
+    for key, value in recipe_overrides(args).items():
+        config_kwargs[RECIPE_FIELDS[key]] = value
+    call_kwargs = dict(teacher_model=teacher, teacher_tokenizer=source_tok, callbacks=callbacks, alignment=alignment)
     has_recovery = "recovery" in inspect.signature(VocabAdaptationConfig).parameters
     if not has_recovery:
         if recovery != "ce":
@@ -554,14 +563,14 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
     train_started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tokswap-leaderboard-") as workdir:
         result = adaptation_call(model, tokenizer, dataset, args, seed, recovery, teacher, source_tok, [callback],
-                                 workdir)
+                                 workdir, alignments.get(args.train_target, seed))
     train_seconds = time.perf_counter() - train_started
     model = result.model.eval()
     curve.update(callback.scores)
     curve[args.train_steps] = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
     tasks = [t for t in args.zero_shot.split(",") if t]
     fields = {"method": init, "recovery": recovery, "train_steps": args.train_steps,
-              "stage1_steps": args.stage1_steps, **scored(curve[args.train_steps]),
+              "stage1_steps": args.stage1_steps, **recipe_overrides(args), **scored(curve[args.train_steps]),
               "curve": {str(step): scored(scores) for step, scores in sorted(curve.items())},
               "losses": [(entry["step"], entry["loss"]) for entry in
                          result.stage1_log_history + result.stage2_log_history if "loss" in entry],
@@ -569,6 +578,24 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
               "alignment": alignments.summary(args.train_target, seed)}
     fields["seconds"] = {"train": round(train_seconds, 1), "total": round(time.perf_counter() - started, 1)}
     return fields
+
+
+# bench option (and row field) -> VocabAdaptationConfig field, for recipe settings an arm may override
+RECIPE_FIELDS = {"stage1_lr": "stage1_learning_rate", "stage2_lr": "stage2_learning_rate",
+                 "stage1_frozen_rows": "stage1_frozen_rows"}
+
+
+def recipe_overrides(source) -> dict:
+    """The recipe settings a row or the arguments override: {} for the library's defaults."""
+    get = source.get if isinstance(source, dict) else lambda key: getattr(source, key, None)
+    return {key: get(key) for key in RECIPE_FIELDS if get(key) is not None}
+
+
+def arm_label(row: dict) -> str:
+    """'default (50 steps)', or 'default (50 steps, stage1_lr 0.002)' when the row overrode the recipe."""
+    extra = "".join(f", {key} {value:g}" if isinstance(value, float) else f", {key} {value}"
+                    for key, value in recipe_overrides(row).items())
+    return f"{row['arm']} ({row['train_steps']} steps{extra})"
 
 
 def gap_closed(curve: dict, original: float) -> dict:
@@ -602,7 +629,8 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
         for arm in args.arms:
             done = find_row(rows, config, "train", args.train_target, seed=seed, arm=arm, any_seed=False,
                             method=(ARMS[arm][0] or args.default_init or default_init_method()))
-            if done and (done["train_steps"], done["stage1_steps"]) == (args.train_steps, args.stage1_steps):
+            if done and (done["train_steps"], done["stage1_steps"]) == (args.train_steps, args.stage1_steps) and \
+                    recipe_overrides(done) == recipe_overrides(args):
                 continue
             teacher = teacher or load_source_model()
             windows = windows or training_windows(train_texts, alignments.tokenizer(args.train_target), source_tok)
@@ -697,7 +725,7 @@ def train_table(rows: list) -> list:
     lines = ["| " + " | ".join(header) + " |", "|---|---|---|---|" + "---:|" * (len(header) - 4)]
     groups = {}
     for row in train:
-        groups.setdefault((f"{row['arm']} ({row['train_steps']} steps)", row["target"], row["method"],
+        groups.setdefault((arm_label(row), row["target"], row["method"],
                            row.get("recovery")), []).append(row)
     for (arm, target, init, recovery), group in groups.items():
         cells = [mean_std([r["curve"][str(s)]["mean_bpb"] for r in group if str(s) in r["curve"]]) for s in steps]
@@ -714,6 +742,24 @@ def train_table(rows: list) -> list:
         zs = original[-1]["zero_shot"]
         lines += ["", "Unswapped SmolLM2 zero-shot (acc / acc_norm, n): " + ", ".join(
             f"{t} {zs[t]['acc']:.3f} / {zs[t]['acc_norm']:.3f} ({zs[t]['num_examples']})" for t in tasks if t in zs)]
+    return lines
+
+
+def train_domain_table(rows: list) -> list:
+    """Per-domain bits per byte of each training arm: after the swap and at its last step (mean over seeds)."""
+    train = [r for r in rows if r["phase"] == "train" and "error" not in r]
+    if not train:
+        return []
+    domains = list(train[0]["bpb"])
+    lines = ["| arm | step | " + " | ".join(domains) + " | mean |", "|---|---:|" + "---:|" * (len(domains) + 1)]
+    groups = {}
+    for row in train:
+        groups.setdefault(arm_label(row), []).append(row)
+    for label, group in groups.items():
+        for step in ("0", str(group[0]["train_steps"])):
+            cells = [statistics.mean(r["curve"][step]["bpb"][d] for r in group) for d in domains]
+            mean = statistics.mean(r["curve"][step]["mean_bpb"] for r in group)
+            lines.append(f"| {label} | {step} | " + " | ".join(f"{c:.3f}" for c in cells) + f" | {mean:.3f} |")
     return lines
 
 
@@ -743,6 +789,8 @@ def render_markdown(rows: list) -> str:
         if table:
             out += ["### Training (mean bits per byte; gap closed = (after swap - after N) / (after swap - unswapped))",
                     ""] + table + [""]
+            out += ["### Training per domain (mean over seeds; step 0 = right after the swap)", ""]
+            out += train_domain_table(group) + [""]
         errors = error_lines(group)
         if errors:
             out += ["### Errors", ""] + errors + [""]

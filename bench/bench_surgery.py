@@ -13,6 +13,7 @@ Goals (issue 4): under 15 s, peak memory under 1.5x the model's size.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 import os
 import sys
 import threading
@@ -102,7 +103,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target", default="qwen2.5")
     parser.add_argument("--init-method", default="tokalign")
+    parser.add_argument("--output", default="bench/results/surgery_run.md", help="markdown file for the printed results and the command")
     args = parser.parse_args(argv)
+    lines = []
+
+    def say(text: str, **kwargs) -> None:
+        print(text, **kwargs)
+        lines.append(text)
 
     from tokswap.loading import load_tokenizer
 
@@ -111,12 +118,12 @@ def main(argv=None) -> int:
 
     source_tokenizer, target_tokenizer = load_tokenizer("gpt-neox"), load_tokenizer(args.target)
     alignment = neox_to_target_alignment(source_tokenizer, target_tokenizer)
-    print(f"alignment: {alignment.counts_by_row_source()}", flush=True)
+    say(f"alignment: {alignment.counts_by_row_source()}", flush=True)
     model = pythia_1b()
     size_before = model_bytes(model)
     n_params = sum(p.numel() for p in model.parameters())
     rss_before = rss_bytes()
-    print(f"model: {n_params / 1e9:.3f} B parameters, {size_before / 2**30:.2f} GiB float32; "
+    say(f"model: {n_params / 1e9:.3f} B parameters, {size_before / 2**30:.2f} GiB float32; "
           f"RSS before surgery {rss_before / 2**30:.2f} GiB", flush=True)
 
     with PeakRSS() as peak:
@@ -126,15 +133,17 @@ def main(argv=None) -> int:
         seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     size_after = model_bytes(model)
     other = rss_before - size_before  # interpreter, torch, tokenizers, alignment
-    print(f"surgery ({args.init_method}, {alignment.num_target_rows} -> {model.config.vocab_size} rows): {seconds:.1f} s "
+    say(f"surgery ({args.init_method}, {alignment.num_target_rows} -> {model.config.vocab_size} rows): {seconds:.1f} s "
           f"wall, {cpu_seconds:.1f} s CPU (goal < 15 s); load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"model size: before {size_before / 2**30:.2f} GiB, after {size_after / 2**30:.2f} GiB")
-    print(f"peak RSS during surgery: {peak.peak / 2**30:.2f} GiB = {peak.peak / size_before:.2f}x the source model, "
+    say(f"model size: before {size_before / 2**30:.2f} GiB, after {size_after / 2**30:.2f} GiB")
+    say(f"peak RSS during surgery: {peak.peak / 2**30:.2f} GiB = {peak.peak / size_before:.2f}x the source model, "
           f"{peak.peak / size_after:.2f}x the swapped model (goal < 1.5x)")
-    print(f"peak RSS minus the non-model baseline ({other / 2**30:.2f} GiB): {(peak.peak - other) / 2**30:.2f} GiB = "
+    say(f"peak RSS minus the non-model baseline ({other / 2**30:.2f} GiB): {(peak.peak - other) / 2**30:.2f} GiB = "
           f"{(peak.peak - other) / size_before:.2f}x the source model, {(peak.peak - other) / size_after:.2f}x the swapped model")
-    print(f"extra memory of the surgery over the final model: {(peak.peak - other - size_after) / 2**30:.2f} GiB "
+    say(f"extra memory of the surgery over the final model: {(peak.peak - other - size_after) / 2**30:.2f} GiB "
           f"(the old embedding matrices are {2 * 50304 * 2048 * 4 / 2**30:.2f} GiB)")
+    command = "python " + " ".join(["bench/" + os.path.basename(__file__), *(argv if argv is not None else sys.argv[1:])])
+    Path(args.output).write_text("# Embedding surgery on a 1B-parameter model (bench/bench_surgery.py)\n\nCommand:\n\n    " + command + "\n\n```\n" + "\n".join(lines) + "\n```\n", encoding="utf-8")
     return 0
 
 

@@ -598,3 +598,77 @@ def test_gradient_accumulation_through_trainer_train(fresh_tokenizer, tmp_path):
     moved = (results[0] - torch.cat([p.detach().reshape(-1) for p in start.parameters()])).abs().max()
     assert moved > 1e-4
     assert torch.allclose(results[0], results[1], rtol=0, atol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------------
+# Stage 1 with the copied rows kept fixed
+# --------------------------------------------------------------------------------------------------
+
+
+def copied_rows_alignment(num_rows: int, copied: list):
+    """An alignment whose rows `copied` are IDENTICAL and every other row a FALLBACK row."""
+    import numpy as np
+
+    from tokswap.alignment import RowSource, TokenAlignment
+
+    sources = np.full(num_rows, RowSource.FALLBACK, dtype=np.int8)
+    sources[copied] = RowSource.IDENTICAL
+    return TokenAlignment(target_to_source=np.arange(num_rows, dtype=np.int64), row_sources=sources)
+
+
+def test_copied_rows_are_the_identical_and_special_rows():
+    import numpy as np
+
+    from tokswap.alignment import RowSource
+
+    alignment = copied_rows_alignment(8, [0, 3])
+    alignment.row_sources[5] = RowSource.SPECIAL
+    alignment.row_sources[6] = RowSource.GLOVE
+    assert alignment.copied_rows().tolist() == [0, 3, 5]
+    assert isinstance(alignment.copied_rows(), np.ndarray)
+
+
+@pytest.mark.parametrize("arch", ["llama-untied", "llama-tied"])
+def test_stage1_frozen_rows_stay_fixed_and_the_rest_train(arch, fresh_tokenizer, text_dataset, tmp_path):
+    model = make_model(arch)
+    copied = list(range(0, PADDED_VOCAB, 2))
+    before = [p.detach().clone() for p in embedding_parameters(model)]
+    config = tiny_config(tmp_path, stage1_frozen_rows="copied", weight_decay=0.0)
+    alignment = copied_rows_alignment(PADDED_VOCAB, copied)
+
+    result = adapt_vocabulary(model, fresh_tokenizer, text_dataset, config, alignment=alignment)
+
+    after = embedding_parameters(result.model)
+    assert len(after) == len(before) == (1 if arch == "llama-tied" else 2)
+    free = [row for row in range(PADDED_VOCAB) if row % 2]
+    for old, new in zip(before, after):
+        assert torch.equal(new.detach()[copied], old[copied])
+        assert not torch.equal(new.detach()[free], old[free])
+    # the hooks are gone once stage 1 ends: a later backward reaches every row
+    result.model.zero_grad()
+    ids = torch.tensor([[1, 2, 3, 4]])
+    result.model(input_ids=ids, labels=ids).loss.backward()
+    assert all(p.grad is None or p.grad[copied].abs().sum() > 0 for p in after)
+
+
+def test_stage1_frozen_rows_need_the_alignment(fresh_tokenizer, text_dataset, tmp_path):
+    with pytest.raises(TrainingError, match="needs the swap's alignment"):
+        adapt_vocabulary(make_model("llama-untied"), fresh_tokenizer, text_dataset,
+                         tiny_config(tmp_path, stage1_frozen_rows="copied"))  # fmt: skip
+    with pytest.raises(TrainingError, match="stage1_frozen_rows='all' is not one of"):
+        VocabAdaptationConfig(stage1_frozen_rows="all")
+
+
+def test_cli_train_frozen_rows_without_an_alignment_folder(fresh_tokenizer, tmp_path, capsys):
+    from tokswap.cli import main
+
+    model_dir = tmp_path / "plain"
+    make_model("llama-untied").save_pretrained(model_dir)
+    fresh_tokenizer.save_pretrained(model_dir)
+    data = tmp_path / "corpus.txt"
+    data.write_text("\n".join(TEXTS))
+    code = main(["train", str(model_dir), "--dataset", str(data), "--output", str(tmp_path / "out"),
+                 "--stage1-frozen-rows", "copied"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "needs the swap's alignment" in err and "Traceback" not in err

@@ -256,6 +256,11 @@ class TokenAlignment:
         """Source ids whose mean initializes `target_id` when it is a FALLBACK row (else empty)."""
         return self.fallback_indices[self.fallback_indptr[target_id] : self.fallback_indptr[target_id + 1]]
 
+    def copied_rows(self) -> np.ndarray:
+        """Target ids whose row is copied unchanged from one source row: byte-identical tokens and specials."""
+        kinds = self.row_sources.astype(np.int64)
+        return np.flatnonzero((kinds == RowSource.IDENTICAL) | (kinds == RowSource.SPECIAL))
+
     def counts_by_row_source(self) -> dict:
         counts = np.bincount(self.row_sources.astype(np.int64), minlength=len(RowSource))
         return {member.name.lower(): int(counts[member]) for member in RowSource}

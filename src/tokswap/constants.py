@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 ALIGNMENT_WEIGHTS_NAME = "alignment.safetensors"  # a TokenAlignment's arrays
 ALIGNMENT_CONFIG_NAME = "alignment_config.json"  # ... and its metadata (tokenizers, provenance, metrics)
 INTEGRITY_KEY = "integrity"  # the block of alignment_config.json holding the checksums
+ALIGNMENT_SUBFOLDER = "alignment"  # inside a swapped model's folder: the alignment it was made with
 TOKSWAP_CONFIG_NAME = "tokswap_config.json"  # beside a swapped model: how it was made; marks the folder as ours
 CARD_NAME = "README.md"  # the model / alignment card
 INDEX_REPO_NAME = "index"  # the Hub repo listing prebuilt alignments

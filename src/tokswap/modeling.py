@@ -29,6 +29,31 @@ def embedding_parameters(model) -> list[torch.nn.Parameter]:
     return params
 
 
+def freeze_embedding_rows(model, row_ids) -> list:
+    """Keep rows `row_ids` of the input embeddings and the output head (and its bias) out of training.
+
+    A gradient hook zeroes those rows' gradient, so Adam never moves them; AdamW's decoupled weight decay still
+    shrinks them by `lr * weight_decay` per step. A tied weight is hooked once.
+
+    Returns:
+        `list`: the hook handles; `handle.remove()` lifts the freeze.
+    """
+    row_ids = torch.as_tensor(row_ids, dtype=torch.long)
+    handles = []
+    for param in embedding_parameters(model):
+        rows = row_ids.to(param.device)
+        if rows.numel() and int(rows.max()) >= param.shape[0]:
+            raise TrainingError(f"Row {int(rows.max())} is outside an embedding matrix of {param.shape[0]} rows.")
+
+        def zero_rows(grad, rows=rows):
+            grad = grad.clone()
+            grad[rows] = 0
+            return grad
+
+        handles.append(param.register_hook(zero_rows))
+    return handles
+
+
 def embedding_module_names(model) -> list[str]:
     """Qualified names of the input-embedding and output-head modules, found by identity (for PEFT's
     `modules_to_save`). GPT-NeoX gives `["gpt_neox.embed_in", "lm_head"]`, Llama `["model.embed_tokens", "lm_head"]`.

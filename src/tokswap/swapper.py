@@ -30,9 +30,7 @@ from tokswap.utils import atomic_output_dir, check_local_path, get_logger
 
 logger = get_logger(__name__)
 
-from tokswap.constants import TOKSWAP_CONFIG_NAME  # noqa: E402,F401 (re-exported)
-
-ALIGNMENT_SUBFOLDER = "alignment"
+from tokswap.constants import ALIGNMENT_SUBFOLDER, TOKSWAP_CONFIG_NAME  # noqa: E402,F401 (re-exported)
 
 
 class SwapperError(TokswapError):
@@ -346,6 +344,7 @@ class TokenizerSwapper:
             teacher = self._original_model(required=config.recovery == "self_distill")
             if teacher is not None:
                 kwargs["teacher_model"], kwargs["teacher_tokenizer"] = teacher
+        kwargs.setdefault("alignment", self.alignment)
         result = adapt_vocabulary(self.model, self.tokenizer, dataset, config, **kwargs)
         self.model = getattr(result, "model", None) or self.model
         self.swap_record.setdefault("training", []).append(_describe_run("adapt_vocabulary", config))

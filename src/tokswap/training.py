@@ -46,6 +46,7 @@ from tokswap.modeling import (
     embedding_parameters,
     embeddings_are_tied,
     freeze_all_but_embeddings,
+    freeze_embedding_rows,
 )
 from tokswap.trainer_utils import (
     _check_dataset,
@@ -74,6 +75,7 @@ logger = get_logger(__name__)
 
 STAGE2_MODES = ("full", "lora", "none")
 RECOVERY_MODES = ("auto", "self_distill", "ce")
+FROZEN_ROWS_MODES = ("none", "copied")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -151,6 +153,14 @@ class VocabAdaptationConfig:
         default=6.4e-4, metadata={"help": "Peak learning rate of stage 1 (input embeddings and output head)."}
     )
     stage2_learning_rate: float = field(default=5e-5, metadata={"help": "Peak learning rate of stage 2."})
+    stage1_frozen_rows: str = field(
+        default="none",
+        metadata={
+            "help": "Stage 1: 'copied' keeps the rows copied unchanged from the source model (byte-identical tokens "
+            "and specials) fixed, so only the new tokens' rows train (needs the alignment, which "
+            "`TokenizerSwapper.train` passes); 'none' trains every row."
+        },
+    )
     optim: str = field(default="adamw_torch", metadata={"help": "Optimizer name understood by transformers (AdamW)."})
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "Learning-rate schedule of each stage."})
     warmup_ratio: float = field(
@@ -238,6 +248,8 @@ class VocabAdaptationConfig:
     def __post_init__(self):
         if self.stage2 not in STAGE2_MODES:
             raise TrainingError(f"stage2={self.stage2!r} is not one of {STAGE2_MODES}.")
+        if self.stage1_frozen_rows not in FROZEN_ROWS_MODES:
+            raise TrainingError(f"stage1_frozen_rows={self.stage1_frozen_rows!r} is not one of {FROZEN_ROWS_MODES}.")
         if self.recovery not in RECOVERY_MODES:
             raise TrainingError(f"recovery={self.recovery!r} is not one of {RECOVERY_MODES}.")
         for name in ("stage1_max_steps", "stage2_max_steps", "stage1_tokens", "stage2_tokens"):
@@ -477,6 +489,7 @@ def adapt_vocabulary(
     teacher_model=None,
     teacher_tokenizer=None,
     allow_nonfinite: bool = False,
+    alignment=None,
 ) -> AdaptationResult:
     """Train a swapped model on its new vocabulary in two stages (TokAlign's recipe) with TRL's `SFTTrainer`.
 
@@ -499,12 +512,15 @@ def adapt_vocabulary(
             `NonFiniteLossCallback` is always added: a NaN/inf loss or gradient norm stops the run with an error.
         allow_nonfinite (`bool`, defaults to `False`): only warn when the model's weights hold NaN/inf values
             (by default that is a `NonFiniteError` before training starts).
+        alignment ([`TokenAlignment`], *optional*): the swap's alignment; needed by
+            `config.stage1_frozen_rows="copied"` to know which rows were copied unchanged.
 
     Returns:
         [`AdaptationResult`]
     """
     config = config or VocabAdaptationConfig()
     _check_dataset(train_dataset, config.dataset_text_field)
+    frozen_rows = _stage1_frozen_rows(config, alignment)
     check_finite(model, "the model to train", allow_nonfinite)
     callbacks = with_non_finite_check(callbacks)
     align_special_token_ids(model, tokenizer)
@@ -515,7 +531,7 @@ def adapt_vocabulary(
     resume1, resume2 = _plan_resume(config)
     result = AdaptationResult(model=model)
     data = (train_dataset, eval_dataset)
-    model = _stage1(model, tokenizer, data, config, resume1, resume2, callbacks, teacher, result)
+    model = _stage1(model, tokenizer, data, config, resume1, resume2, callbacks, teacher, result, frozen_rows)
     model = _stage2(model, tokenizer, data, config, resume2, callbacks, teacher, result)
     model.requires_grad_(True)
     result.model = model
@@ -537,14 +553,35 @@ def _self_distillation_data(dataset, tokenizer, teacher, config: VocabAdaptation
     )
 
 
-def _stage1(model, tokenizer, data, config, resume1, resume2, callbacks, teacher, result: AdaptationResult):
-    """Stage 1: only the input embeddings and the output head train. Skipped when stage 2 resumes (its log is
-    read back from the stage-1 folder)."""
+def _stage1_frozen_rows(config: VocabAdaptationConfig, alignment):
+    """The target ids stage 1 keeps fixed (None: every row trains)."""
+    if config.stage1_frozen_rows == "none":
+        return None
+    if alignment is None or alignment.row_sources is None:
+        raise TrainingError(
+            "stage1_frozen_rows='copied' needs the swap's alignment to know which rows were copied: pass "
+            "alignment= to adapt_vocabulary, or train through TokenizerSwapper.train."
+        )
+    return alignment.copied_rows()
+
+
+def _stage1(
+    model, tokenizer, data, config, resume1, resume2, callbacks, teacher, result: AdaptationResult, frozen_rows=None
+):
+    """Stage 1: only the input embeddings and the output head train (minus `frozen_rows`). Skipped when stage 2
+    resumes (its log is read back from the stage-1 folder)."""
     if config.stage_max_steps(1) != 0 and resume2 is None:
         freeze_all_but_embeddings(model)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         logger.info("Stage 1: training %d embedding parameters (lr %g).", trainable, config.stage1_learning_rate)
-        model, history, step = _run_stage(1, model, tokenizer, *data, config, resume1, callbacks, teacher=teacher)
+        handles = [] if frozen_rows is None else freeze_embedding_rows(model, frozen_rows)
+        if handles:
+            logger.info("Stage 1: %d rows copied from the source model stay fixed.", len(frozen_rows))
+        try:
+            model, history, step = _run_stage(1, model, tokenizer, *data, config, resume1, callbacks, teacher=teacher)
+        finally:
+            for handle in handles:
+                handle.remove()
         result.stage1_log_history, result.stage1_output_dir = history, config.stage_output_dir(1)
         result.global_steps[1] = step
     elif resume2 is not None:

@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 from tokswap.cli.run_flags import add_run_arguments, run_arguments
+from tokswap.constants import ALIGNMENT_SUBFOLDER
 from tokswap.training import (
+    FROZEN_ROWS_MODES,
     RECOVERY_MODES,
     STAGE2_MODES,
     TrainingError,
@@ -56,6 +58,13 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--stage2", choices=STAGE2_MODES, default=defaults.stage2, help="what stage 2 trains")
     parser.add_argument("--stage1-lr", type=float, default=defaults.stage1_learning_rate)
     parser.add_argument("--stage2-lr", type=float, default=defaults.stage2_learning_rate)
+    parser.add_argument(
+        "--stage1-frozen-rows",
+        choices=FROZEN_ROWS_MODES,
+        default=defaults.stage1_frozen_rows,
+        help="copied: stage 1 keeps the rows copied unchanged from the source model fixed (needs "
+        f"MODEL_DIR/{ALIGNMENT_SUBFOLDER}, written by `tokswap swap`); none: every row trains",
+    )
     parser.add_argument("--lora-r", type=int, default=defaults.lora_r)
     parser.add_argument("--lora-alpha", type=int, default=defaults.lora_alpha)
     parser.add_argument(
@@ -97,6 +106,7 @@ def _cli_train(args) -> int:
         stage2=args.stage2,
         stage1_learning_rate=args.stage1_lr,
         stage2_learning_rate=args.stage2_lr,
+        stage1_frozen_rows=args.stage1_frozen_rows,
         lora_r=args.lora_r,
         lora_alpha=args.lora_alpha,
         merge_adapters=not args.no_merge,
@@ -107,6 +117,7 @@ def _cli_train(args) -> int:
     )
     dataset = load_training_dataset(args.dataset)
     _check_dataset(dataset, config.dataset_text_field)  # before the model is loaded
+    alignment = _cli_alignment(args.model_dir) if config.stage1_frozen_rows != "none" else None
     model, tokenizer = load_model_for_training(args.model_dir)
     teacher_model, teacher_tokenizer = _cli_teacher(args, model)
     result = adapt_vocabulary(
@@ -117,6 +128,7 @@ def _cli_train(args) -> int:
         teacher_model=teacher_model,
         teacher_tokenizer=teacher_tokenizer,
         allow_nonfinite=args.allow_nonfinite,
+        alignment=alignment,
     )
     if not is_main_process():  # the other ranks of a torchrun / accelerate launch trained along; rank 0 reports
         return 0
@@ -128,6 +140,19 @@ def _cli_train(args) -> int:
             )
     print(f"saved the adapted model to {result.final_output_dir}")
     return 0
+
+
+def _cli_alignment(model_dir: str):
+    """The alignment `tokswap swap` saved beside the model (MODEL_DIR/alignment)."""
+    folder = Path(model_dir, ALIGNMENT_SUBFOLDER)
+    if not folder.is_dir():
+        raise TrainingError(
+            f"--stage1-frozen-rows copied needs the swap's alignment in {folder}, which is not there: train a folder "
+            "written by `tokswap swap`, or use --stage1-frozen-rows none."
+        )
+    from tokswap.alignment import TokenAlignment
+
+    return TokenAlignment.from_pretrained(folder)
 
 
 def _cli_teacher(args, model):

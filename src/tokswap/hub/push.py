@@ -14,6 +14,7 @@ from typing import Optional, Union
 
 from tokswap.constants import (
     ALIGNMENT_CONFIG_NAME,
+    ALIGNMENT_SUBFOLDER,
     ALIGNMENT_WEIGHTS_NAME,
     CARD_NAME,
     INTEGRITY_KEY,
@@ -35,8 +36,6 @@ from tokswap.hub.naming import _qualify, alignment_index_repo_id, alignment_repo
 from tokswap.utils import get_logger, sha256_file
 
 logger = get_logger(__name__)
-
-ALIGNMENT_SUBFOLDER = "alignment"
 
 
 # Files small enough to scan for a leaked token before anything is uploaded.
