@@ -5,7 +5,7 @@ Both arms start from the same swapped model, run the same `TokenDistillationTrai
 steps on the same batches (whole model trained, as in the paper's stage after adaptation); only
 `alpha` differs: 1.0 = plain CE (the teacher is still run so that its KL is logged), 0.5 = CE + KL.
 
-    python bench/bench_distill_gemma.py --alignment ALIGNMENT_DIR --steps 20 --out bench/results
+    python bench/bench_distill_gemma.py --steps 16 --out bench/results
 
 Reported, before and after each arm, on held-out text never trained on: bits per byte
 (`tokswap.evaluation.bits_per_byte`) and the per-token KL(teacher || student) in nats.
@@ -47,7 +47,10 @@ def heldout_kl(student, teacher, tokenizer, texts, max_length: int) -> float:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--alignment", default=None, help="saved SmolLM2 -> Gemma-3 TokenAlignment (else computed)")
+    parser.add_argument("--alignment", default=None,
+                        help="saved SmolLM2 -> Gemma-3 TokenAlignment (else computed on the training corpus)")
+    parser.add_argument("--glove-dim", type=int, default=100, help="GloVe size when the alignment is computed")
+    parser.add_argument("--glove-iterations", type=int, default=10)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--learning-rate", type=float, default=1e-4)
     parser.add_argument("--batch-size", type=int, default=2)
@@ -89,13 +92,20 @@ def main(argv=None) -> int:
         value = bits_per_byte(model, tokenizer, heldout, batch_size=4, max_length=args.max_length, progress=False)
         return float(getattr(value, "bits_per_byte", value))
 
+    alignment = args.alignment
+    if alignment is None:
+        from tokswap.align.pipeline import AlignmentConfig, align_tokenizers
+
+        log(f"alignment smollm2 -> gemma3 (GloVe {args.glove_dim} dims, {args.glove_iterations} iterations)")
+        config = AlignmentConfig(dim=args.glove_dim, iterations=args.glove_iterations)
+        alignment = align_tokenizers("smollm2", tokenizer, corpus=list(train["text"]), config=config, progress=False)
     results = {"settings": portable(vars(args)), "teacher_heldout_bpb": bpb(teacher), "runs": {}}
     log(f"teacher held-out bpb {results['teacher_heldout_bpb']:.3f}")
     for alpha in [float(a) for a in args.alphas.split(",")]:
         label = "plain CE" if alpha == 1.0 else f"CE + KL (alpha {alpha})"
         log(f"swap SmolLM2-135M -> gemma3 ({label})")
         swapper = TokenizerSwapper.from_pretrained(
-            str(model_path("smollm2-135m")), tokenizer, alignment=args.alignment, source_tokenizer="smollm2",
+            str(model_path("smollm2-135m")), tokenizer, alignment=alignment, source_tokenizer="smollm2",
             dtype=torch.float32,
         )
         student = swapper.model

@@ -23,11 +23,23 @@ def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+def compute_alignment(args, target: str, texts: list):
+    """The alignment both arms share, computed on the training corpus with a small GloVe (seed 0)."""
+    from tokswap.align.pipeline import AlignmentConfig, align_tokenizers
+
+    log(f"alignment {args.source_tokenizer} -> {target} (GloVe {args.glove_dim} dims, {args.glove_iterations} iterations)")
+    config = AlignmentConfig(dim=args.glove_dim, iterations=args.glove_iterations)
+    return align_tokenizers(args.source_tokenizer, target, corpus=texts, config=config, progress=False)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", default="smollm2-135m")
     parser.add_argument("--source-tokenizer", default="smollm2")
-    parser.add_argument("--alignment", default=None, help="a saved TokenAlignment folder (else computed: slow)")
+    parser.add_argument("--alignment", default=None,
+                        help="a saved TokenAlignment folder (else computed on the training corpus, see --glove-dim)")
+    parser.add_argument("--glove-dim", type=int, default=100, help="GloVe size when the alignment is computed")
+    parser.add_argument("--glove-iterations", type=int, default=10)
     parser.add_argument("--target", default="qwen2.5")
     parser.add_argument("--inits", default="tokalign,random")
     parser.add_argument("--stage1-steps", type=int, default=30)
@@ -60,6 +72,7 @@ def main(argv=None) -> int:
     train = corpus["train"].select_columns(["text"]).shuffle(seed=0)
     heldout = [t for t in corpus["test"]["text"] if len(t) > 200][: args.heldout_texts]
 
+    alignment = args.alignment or compute_alignment(args, args.target, list(train["text"]))
     results = {"settings": portable(vars(args)), "runs": {}}
     for init in args.inits.split(","):
         log(f"swap {args.source} -> {args.target} with init={init}")
@@ -67,7 +80,7 @@ def main(argv=None) -> int:
         # the asset folder, not the bare name: the swapper would look the name up on the (unreachable) Hub
         swapper = TokenizerSwapper.from_pretrained(
             str(model_path(args.source)), args.target, init_method=init, source_tokenizer=args.source_tokenizer,
-            alignment=args.alignment,
+            alignment=alignment,
         )
         model, tokenizer = swapper.model, swapper.tokenizer
         swap_seconds = time.perf_counter() - start
