@@ -592,10 +592,12 @@ def recipe_overrides(source) -> dict:
 
 
 def arm_label(row: dict) -> str:
-    """'default (50 steps)', or 'default (50 steps, stage1_lr 0.002)' when the row overrode the recipe."""
+    """'default (50 = 40 + 10 steps)', or 'default (50 = 40 + 10 steps, stage1_lr 0.002)' when the row overrode the
+    recipe."""
     extra = "".join(f", {key} {value:g}" if isinstance(value, float) else f", {key} {value}"
                     for key, value in recipe_overrides(row).items())
-    return f"{row['arm']} ({row['train_steps']} steps{extra})"
+    steps, stage1 = row["train_steps"], row["stage1_steps"]
+    return f"{row['arm']} ({steps} = {stage1} + {steps - stage1} steps{extra})"
 
 
 def gap_closed(curve: dict, original: float) -> dict:
