@@ -39,7 +39,9 @@ def main(argv=None) -> int:
         subprocess.run([sys.executable, "-m", "tokswap.cli", *demo_argv[1:]], check=True)
         wall = time.perf_counter() - started
         peak_gib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # Linux: KiB
-        results = json.loads((Path(tmp) / "demo" / "results.json").read_text(encoding="utf-8"))
+        # the run's temporary folder is no one's path: name it, don't record it
+        text = (Path(tmp) / "demo" / "results.json").read_text(encoding="utf-8")
+        results = json.loads(text.replace(json.dumps(str(Path(tmp)))[1:-1], "<temporary folder>"))
     results = portable({k: v for k, v in results.items() if k not in ("output", "plot", "heldout_file", "verify_command")})
     command = shlex.join(["python", "bench/bench_demo.py", *argv])
     record = {"command": command, "demo_command": "tokswap demo" + (" --quick" if args.quick else ""),
