@@ -1,0 +1,70 @@
+"""Which decimal numbers in README.md and bench/RESULTS.md no file in bench/results/ holds.
+
+    python bench/check_published.py            # lists the untraced numbers, exit 1 if there are any
+
+A published number with d decimals is traced when some number in a results file (markdown, JSON, JSONL) rounds to
+it at d decimals, as itself or x100 (a fraction published as a percentage). Integers and version-like strings are
+not checked: they are counts, settings and names more often than measurements. A traced number can still be the
+wrong one; an untraced one has no source at all.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PUBLISHED = [REPO / "README.md", REPO / "bench" / "RESULTS.md"]
+RESULTS = REPO / "bench" / "results"
+# Published numbers computed from traced ones (differences, unit changes), each with the sum that gives it.
+DERIVED = {
+    "0.035": "largest |tokalign - fvt| right after the swap: 2.021 vs 2.032 ... 1.922 vs 1.889 (leaderboard.md)",
+    "0.033": "tokalign 1.922 - fvt 1.889 on gemma3 (leaderboard.md)",
+    "10.8": "similarity 0.934 - 0.826, gpt-neox -> gemma3, in points (alignment.md)",
+    "14.4": "num_bytes 14431914 in MB (alignment.md)",
+    "15.9": "gap closed 46.5% - 30.6% at 200 steps (leaderboard.md)",
+    "0.052": "1.793 - 1.741 at 50 steps (leaderboard.md)",
+    "0.097": "1.697 - 1.600 at 200 steps (leaderboard.md)",
+}
+DECIMAL = re.compile(r"(?<![\w.])-?\d+\.\d+(?![\w.])")
+
+
+def result_values() -> list[float]:
+    values = []
+    for path in sorted(RESULTS.iterdir()):
+        if path.suffix in (".md", ".json", ".jsonl"):
+            values += [float(m.replace(",", "")) for m in re.findall(r"-?\d[\d,]*\.?\d*(?:e-?\d+)?", path.read_text())
+                       if m.replace(",", "").replace(".", "").lstrip("-").isdigit() or "e" in m]
+    return values
+
+
+def untraced(text: str, values: list[float]) -> list[str]:
+    roundings = {}
+    missing = []
+    for match in DECIMAL.finditer(text):
+        literal = match.group()
+        decimals = len(literal.split(".")[1])
+        if decimals not in roundings:
+            roundings[decimals] = {round(v, decimals) for v in values} | {round(v * 100, decimals) for v in values}
+        if literal in DERIVED:
+            continue
+        if round(float(literal), decimals) not in roundings[decimals] and abs(float(literal)) not in roundings[decimals]:
+            line = text.count("\n", 0, match.start()) + 1
+            missing.append(f"{line}: {literal}")
+    return missing
+
+
+def main() -> int:
+    values = result_values()
+    found = 0
+    for path in PUBLISHED:
+        for item in untraced(path.read_text(), values):
+            print(f"{path.relative_to(REPO)}:{item}")
+            found += 1
+    print(f"{found} untraced decimal numbers", file=sys.stderr)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
