@@ -131,8 +131,8 @@ def load(name):
 
 def swapped_draft(big_folder, corpus: list):
     from tokswap import make_draft
-    from tokswap.offline import assets
     from tokswap.align.pipeline import AlignmentConfig
+    from tokswap.offline import assets
 
     # the default init reads identical tokens and pieces; a small GloVe keeps the alignment step cheap
     config = AlignmentConfig(dim=50, iterations=5)
@@ -324,7 +324,6 @@ def main(argv=None) -> int:
         return 0
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    from tokswap.offline import assets
 
     prompts, corpus = prompts_and_corpus(args.prompts)
     big, big_tok = load(BIG)

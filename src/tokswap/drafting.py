@@ -227,8 +227,11 @@ def greedy_agreement(model, assistant, tokenizer, texts: Sequence[str], max_leng
         raise DraftError("greedy_agreement needs at least one text of two or more tokens.")
     flat = torch.cat(matches).float()
     agreement = float(flat.mean())
-    return {"agreement": agreement, "positions": int(flat.numel()),
-            "expected_accepted_run": sum(agreement**k for k in range(1, 9))}
+    return {
+        "agreement": agreement,
+        "positions": int(flat.numel()),
+        "expected_accepted_run": sum(agreement**k for k in range(1, 9)),
+    }
 
 
 def decode_step_seconds(model, tokenizer, prompt: str, steps: int = 16, warmup: int = 2) -> float:
