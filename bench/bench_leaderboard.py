@@ -112,6 +112,13 @@ def parse_args(argv=None) -> argparse.Namespace:
             setattr(args, key, value)
     if args.stage1_steps > args.train_steps:
         parser.error("--stage1-steps cannot exceed --train-steps")
+    # rows record the learning rates they ran with, so a later change of the library default cannot relabel them
+    from tokswap.training import VocabAdaptationConfig
+
+    if args.stage1_lr is None:
+        args.stage1_lr = VocabAdaptationConfig.stage1_learning_rate
+    if args.stage2_lr is None:
+        args.stage2_lr = VocabAdaptationConfig.stage2_learning_rate
     return args
 
 
@@ -591,11 +598,16 @@ def recipe_overrides(source) -> dict:
     return {key: get(key) for key in RECIPE_FIELDS if get(key) is not None}
 
 
+# learning rates of rows written before rows recorded them (the library's defaults of the time)
+UNRECORDED_LRS = {"stage1_lr": 6.4e-4, "stage2_lr": 5e-5}
+
+
 def arm_label(row: dict) -> str:
-    """'default (50 = 40 + 10 steps)', or 'default (50 = 40 + 10 steps, stage1_lr 0.002)' when the row overrode the
-    recipe."""
-    extra = "".join(f", {key} {value:g}" if isinstance(value, float) else f", {key} {value}"
-                    for key, value in recipe_overrides(row).items())
+    """'default (50 = 10 + 40 steps, lr 0.00064 / 0.0001)': steps of each stage, their peak learning rates and any
+    other recipe setting the row overrode."""
+    recipe = {**UNRECORDED_LRS, **recipe_overrides(row)}
+    extra = f", lr {recipe.pop('stage1_lr'):g} / {recipe.pop('stage2_lr'):g}"
+    extra += "".join(f", {key} {value}" for key, value in recipe.items())
     steps, stage1 = row["train_steps"], row["stage1_steps"]
     return f"{row['arm']} ({steps} = {stage1} + {steps - stage1} steps{extra})"
 
@@ -632,7 +644,7 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
             done = find_row(rows, config, "train", args.train_target, seed=seed, arm=arm, any_seed=False,
                             method=(ARMS[arm][0] or args.default_init or default_init_method()))
             if done and (done["train_steps"], done["stage1_steps"]) == (args.train_steps, args.stage1_steps) and \
-                    recipe_overrides(done) == recipe_overrides(args):
+                    {**UNRECORDED_LRS, **recipe_overrides(done)} == recipe_overrides(args):
                 continue
             teacher = teacher or load_source_model()
             windows = windows or training_windows(train_texts, alignments.tokenizer(args.train_target), source_tok)
