@@ -24,7 +24,12 @@ DERIVED = {
     "10.8": "similarity 0.934 - 0.826, gpt-neox -> gemma3, in points (alignment.md)",
     "14.4": "num_bytes 14431914 in MB (alignment.md)",
     "15.9": "gap closed 46.5% - 30.6% at 200 steps (leaderboard.md)",
-    "0.052": "1.793 - 1.741 at 50 steps (leaderboard.md)",
+    "0.052": "1.793 - 1.741 at 50 steps; 1.600 - 1.548 at 200 steps (leaderboard.md)",
+    "0.041": "1.741 - 1.700 at 50 steps (leaderboard.md)",
+    "24.4": "gap closed 55.0% - 30.6% at 200 steps (leaderboard.md)",
+    "2.5": "ARC-Easy 0.500 - 0.475 at 200 steps, in points (leaderboard.md)",
+    "3.5": "PIQA 0.655 - 0.620 at 200 steps, in points (leaderboard.md)",
+    "3.4": "one standard error of an accuracy near 0.62 on 200 questions: sqrt(0.62 * 0.38 / 200), in points",
     "0.097": "1.697 - 1.600 at 200 steps (leaderboard.md)",
 }
 DECIMAL = re.compile(r"(?<![\w.])-?\d+\.\d+(?![\w.])")
