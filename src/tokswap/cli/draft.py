@@ -41,7 +41,9 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--alpha", type=float, default=0.0, help="weight of the cross-entropy (default 0: pure KD)")
     parser.add_argument("--max-steps", type=int, default=-1, help="optimizer steps (default: one epoch)")
-    parser.add_argument("--lr", type=float, default=5e-5, help="peak learning rate")
+    parser.add_argument(
+        "--lr", type=float, default=2e-4, help="peak learning rate (what bench/bench_draft.py measures drafts with)"
+    )
     add_run_arguments(parser, max_length=512, batch_size=4, grad_accum=1, save_steps=500, logging_steps=10, seed=42)
     parser.set_defaults(func=_cli_draft)
 
