@@ -250,6 +250,16 @@ def summary_row(arm: str, n, results: dict, alone: dict) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ table
+def acceptance_needed(speedup: float, cost_ratio: float) -> float:
+    """The lowest per-token acceptance (to 0.001) at which some draft length reaches `speedup`."""
+    from tokswap.drafting import expected_speedup
+
+    for step in range(1001):
+        if max(expected_speedup(step / 1000, k, cost_ratio) for k in range(1, 33)) >= speedup:
+            return step / 1000
+    return float("nan")
+
+
 def render(rows: list) -> str:
     meta = next((r for r in rows if r.get("arm") == "meta"), {})
     lines = ["# Speculative decoding: Qwen2.5-Coder-0.5B-Instruct with SmolLM2-135M drafts (CPU)", "",
@@ -297,7 +307,9 @@ def render(rows: list) -> str:
                   "forward. Speculative decoding can at best reach (1 - a^(k+1)) / ((1 - a)(k c + 1)) times the big "
                   "model's speed (Leviathan et al., 2023) for per-token acceptance a, k draft tokens and cost ratio c; "
                   "with this c, 3 draft tokens and a perfect draft (a = 1) that is "
-                  f"{costs.get('bound_perfect_k3')}x, and at a = 0.5 it is {costs.get('bound_half_k3')}x."]
+                  f"{costs.get('bound_perfect_k3')}x, and at a = 0.5 it is {costs.get('bound_half_k3')}x. A 1.3x "
+                  f"speed-up needs a per-token acceptance of at least {acceptance_needed(1.3, costs['draft_to_big_ratio'])}"
+                  " (at the best draft length)."]
     for row in rows:
         if row.get("arm") == "distillation":
             first, last = row["losses"][0][1] if row["losses"] else None, row["losses"][-1][1] if row["losses"] else None
