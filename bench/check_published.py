@@ -20,12 +20,11 @@ RESULTS = REPO / "bench" / "results"
 # Published numbers computed from traced ones (differences, unit changes), each with the sum that gives it.
 DERIVED = {
     "0.035": "largest |tokalign - fvt| right after the swap: 2.021 vs 2.032 ... 1.922 vs 1.889 (leaderboard.md)",
-    "0.033": "tokalign 1.922 - fvt 1.889 on gemma3 (leaderboard.md)",
+    "0.033": "tokalign 1.922 - fvt 1.889 on gemma3; training 1.741 - 1.708 at 50 steps (leaderboard.md)",
     "10.8": "similarity 0.934 - 0.826, gpt-neox -> gemma3, in points (alignment.md)",
     "14.4": "num_bytes 14431914 in MB (alignment.md)",
     "15.9": "gap closed 46.5% - 30.6% at 200 steps (leaderboard.md)",
     "0.052": "1.793 - 1.741 at 50 steps; 1.600 - 1.548 at 200 steps, seed 0 (leaderboard.md)",
-    "0.041": "1.741 - 1.700 at 50 steps (leaderboard.md)",
     "22.0": "gap closed 52.6% - 30.6% at 200 steps (leaderboard.md)",
     "3.5": "ARC-Easy 0.500 - 0.465 at 200 steps, in points (leaderboard.md)",
     "4.2": "PIQA 0.655 - 0.613 at 200 steps, in points (leaderboard.md)",
