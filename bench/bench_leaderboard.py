@@ -671,6 +671,18 @@ def mean_std(values: list) -> str:
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f} ({len(values)})"
 
 
+def reproducing_command(row: dict) -> str:
+    """The row's command, with the learning rates it ran with when it predates recording them (the library's
+    defaults have changed since, so the bare command would train another arm)."""
+    command = row["command"]
+    if row.get("phase") == "train" and "--train-only" in command:
+        for key, unrecorded in UNRECORDED_LRS.items():
+            flag = "--" + key.replace("_", "-")
+            if flag not in command:
+                command += f" {flag} {row.get(key, unrecorded):g}"
+    return command
+
+
 def portable(command: str) -> str:
     """The command with machine-specific absolute paths reduced to their file names."""
     parts = []
@@ -808,7 +820,7 @@ def render_markdown(rows: list) -> str:
         errors = error_lines(group)
         if errors:
             out += ["### Errors", ""] + errors + [""]
-    out += ["## Commands", ""] + [f"    {portable(c)}" for c in dict.fromkeys(r["command"] for r in rows)] + [""]
+    out += ["## Commands", ""] + [f"    {portable(c)}" for c in dict.fromkeys(reproducing_command(r) for r in rows)] + [""]
     return "\n".join(out)
 
 
