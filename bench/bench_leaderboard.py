@@ -300,9 +300,19 @@ def zero_shot(model, tokenizer, tasks: list, limit: int) -> dict:
 
     out = {}
     for task in tasks:
-        result = evaluate_task(model, tokenizer, task, limit=limit, batch_size=8, max_length=512, progress=False)
+        result = evaluate_task(model, tokenizer, task, limit=limit, batch_size=8, max_length=512, progress=False,
+                               keep_examples=True)
         out[task] = {k: result[k] for k in ("acc", "acc_norm", "num_examples", "chance", "seconds")}
+        # per question, in the task's fixed order: lets two models be compared question by question (paired)
+        out[task]["correct"] = "".join("1" if ex["pred"] == ex["gold"] else "0" for ex in result["examples"])
     return out
+
+
+def paired_difference(swapped: str, original: str) -> tuple:
+    """(difference in accuracy points, its standard error): the mean and standard error of the per-question
+    difference of two models' 0/1 outcomes on the same questions, tighter than two independent errors."""
+    diffs = [int(a) - int(b) for a, b in zip(swapped, original, strict=True)]
+    return 100 * statistics.mean(diffs), 100 * statistics.stdev(diffs) / math.sqrt(len(diffs))
 
 
 # ------------------------------------------------------------------------------------------ models
@@ -622,7 +632,10 @@ def gap_closed(curve: dict, original: float) -> dict:
 def run_original_zero_shot(args, argv, heldout, source_tok, rows: list) -> None:
     tasks = [t for t in args.zero_shot.split(",") if t]
     config = run_config(args)
-    if not tasks or find_row(rows, config, "original_zero_shot", target=SOURCE_TOKENIZER, method="none"):
+    done = [r for r in rows if r.get("phase") == "original_zero_shot" and r.get("config") == config
+            and r.get("zero_shot_limit") == args.zero_shot_limit
+            and all("correct" in r["zero_shot"].get(t, {}) for t in tasks)]
+    if not tasks or done:
         return
     row = base_row(args, argv, heldout, "original_zero_shot", target=SOURCE_TOKENIZER, method="none", seed=None,
                    deterministic=True, zero_shot=zero_shot(load_source_model(), source_tok, tasks, args.zero_shot_limit),
@@ -760,15 +773,49 @@ def train_table(rows: list) -> list:
             cells.append(f"{statistics.mean(gaps):.1f}%" if gaps else "—")
         for task in tasks:
             accs = [r["zero_shot"][task] for r in group if task in r.get("zero_shot", {})]
-            cells.append(f"{statistics.mean(a['acc'] for a in accs):.3f} / {statistics.mean(a['acc_norm'] for a in accs):.3f}"
-                         f" ({len(accs)})" if accs else "—")
+            by_size = {}  # rows scored on different numbers of questions are averaged separately
+            for a in accs:
+                by_size.setdefault(a["num_examples"], []).append(a)
+            cells.append(", ".join(
+                f"{statistics.mean(a['acc'] for a in same):.3f} / {statistics.mean(a['acc_norm'] for a in same):.3f}"
+                + (f" ({len(same)})" if len(by_size) == 1 else f" ({len(same)} x {n} questions)")
+                for n, same in sorted(by_size.items())) or "—")
         lines.append(f"| {arm} | {target} | {init} | {recovery} | " + " | ".join(cells) + " |")
     original = [r for r in rows if r["phase"] == "original_zero_shot"]
     if original and tasks:
-        zs = original[-1]["zero_shot"]
-        lines += ["", "Unswapped SmolLM2 zero-shot (acc / acc_norm, n): " + ", ".join(
-            f"{t} {zs[t]['acc']:.3f} / {zs[t]['acc_norm']:.3f} ({zs[t]['num_examples']})" for t in tasks if t in zs)]
-    return lines
+        lines += ["", "Unswapped SmolLM2 zero-shot (acc / acc_norm, n): " + "; ".join(", ".join(
+            f"{t} {r['zero_shot'][t]['acc']:.3f} / {r['zero_shot'][t]['acc_norm']:.3f} "
+            f"({r['zero_shot'][t]['num_examples']})" for t in tasks if t in r["zero_shot"]) for r in original)]
+    return lines + paired_zero_shot_table(rows)
+
+
+def paired_zero_shot_table(rows: list) -> list:
+    """Each trained row with per-question outcomes against the unswapped model on the same questions."""
+    originals = {}
+    for r in rows:
+        if r["phase"] == "original_zero_shot":
+            for task, result in r["zero_shot"].items():
+                if "correct" in result:
+                    originals[(task, result["num_examples"])] = result
+    lines = []
+    for r in rows:
+        if r["phase"] != "train" or "error" in r:
+            continue
+        for task, result in r.get("zero_shot", {}).items():
+            original = originals.get((task, result["num_examples"]))
+            if "correct" not in result or original is None:
+                continue
+            diff, se = paired_difference(result["correct"], original["correct"])
+            lines.append(f"| {arm_label(r)}, seed {r['seed']} | {task} | {result['num_examples']} | "
+                         f"{original['acc']:.3f} | {result['acc']:.3f} | {diff:+.1f} ± {se:.1f} | "
+                         f"{diff - 1.96 * se:+.1f} to {diff + 1.96 * se:+.1f} |")
+    if not lines:
+        return []
+    return ["", "Zero-shot accuracy against the unswapped model on the same questions (paired: the difference and its "
+            "standard error are the mean and standard error of the per-question difference of the two 0/1 outcomes; "
+            "interval: difference ± 1.96 standard errors):", "",
+            "| arm | task | questions | unswapped acc | swapped acc | difference (points) | 95% interval |",
+            "|---|---|---:|---:|---:|---:|---|", *lines]
 
 
 def train_domain_table(rows: list) -> list:
