@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import torch
 import transformers
 from conftest import tiny_llama
 
@@ -11,8 +12,10 @@ from tokswap.drafting import (
     check_draft_compatible,
     decode_step_seconds,
     expected_speedup,
+    frequency_ranked_head,
     greedy_agreement,
     measure_speculative_decoding,
+    rank_tokens_by_frequency,
 )
 from tokswap.init_methods import source_pieces
 from tokswap.swapper import make_draft
@@ -241,3 +244,50 @@ def test_a_drafts_card_names_the_big_model_and_its_measurements(draft):
     assert "| code | 4 | 61.0% | 2.40 | 1.35x |" in card
     plain = str(render_model_card("me/plain", {"architectures": ["LlamaForCausalLM"]}, {}))
     assert "Speculative decoding" not in plain
+
+
+def test_frequency_ranked_head_scores_only_the_kept_tokens_and_restores_the_head(pair, draft):
+    _, _, _, big_tok = pair
+    model = draft.model.eval()
+    keep_ids, coverage = rank_tokens_by_frequency(big_tok, TEXTS, keep=40)
+    assert set(big_tok.all_special_ids) <= set(keep_ids.tolist()) and 40 <= len(keep_ids) <= 40 + len(
+        big_tok.all_special_ids
+    )
+    assert 0.5 < coverage <= 1.0  # 40 of ~360 tokens cover most of a repetitive text
+    ids = big_tok(TEXTS[0], return_tensors="pt").input_ids
+    head = model.get_output_embeddings()
+    with torch.inference_mode():
+        full = model(ids).logits
+        with frequency_ranked_head(model, keep_ids):
+            trimmed = model(ids).logits
+    assert model.get_output_embeddings() is head  # the draft's own (tied) head is back
+    assert trimmed.shape == full.shape  # full vocabulary width: assisted generation compares ids as before
+    torch.testing.assert_close(trimmed[..., keep_ids], full[..., keep_ids])
+    dropped = torch.ones(full.shape[-1], dtype=torch.bool)
+    dropped[keep_ids] = False
+    assert torch.isneginf(trimmed[..., dropped]).all()
+    with pytest.raises(DraftError):
+        rank_tokens_by_frequency(big_tok, TEXTS, keep=0)
+    with pytest.raises(DraftError):
+        with frequency_ranked_head(model, torch.tensor([full.shape[-1]])):
+            pass
+
+
+@pytest.mark.slow
+def test_a_frequency_ranked_draft_keeps_assisted_generation_lossless(pair, draft):
+    _, _, big, big_tok = pair
+    big_model = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
+    alone = measure_speculative_decoding(big_model, big_tok, PROMPTS, max_new_tokens=24)
+    keep_ids, _ = rank_tokens_by_frequency(big_tok, TEXTS, keep=20)
+    with frequency_ranked_head(draft.model.eval(), keep_ids):
+        assisted = measure_speculative_decoding(
+            big_model,
+            big_tok,
+            PROMPTS,
+            assistant=draft.model,
+            max_new_tokens=24,
+            num_assistant_tokens=4,
+            baseline=alone["outputs"],
+        )
+    assert assisted["lossless"], assisted["mismatched_prompts"]
+    assert assisted["draft_forwards"] > 0

@@ -265,3 +265,69 @@ def expected_speedup(acceptance: float, draft_tokens: int, cost_ratio: float) ->
     if acceptance == 1.0:  # every proposal accepted: k + 1 tokens per step
         return (draft_tokens + 1) / (draft_tokens * cost_ratio + 1)
     return (1 - acceptance ** (draft_tokens + 1)) / ((1 - acceptance) * (draft_tokens * cost_ratio + 1))
+
+
+class FrequencyRankedHead(torch.nn.Module):
+    """An output layer that scores only the tokens in `keep_ids` and gives every other token `-inf`.
+
+    Logits keep the full vocabulary width, so assisted generation compares token ids as before; only the matmul
+    shrinks. Built by `frequency_ranked_head`, not saved: it lives while the context is open.
+    """
+
+    def __init__(self, head: torch.nn.Module, keep_ids: torch.Tensor, vocab_size: int):
+        super().__init__()
+        weight = head.weight.detach()
+        self.vocab_size = vocab_size
+        self.register_buffer("keep_ids", keep_ids.to(weight.device), persistent=False)
+        self.register_buffer("weight", weight.index_select(0, self.keep_ids).clone(), persistent=False)
+        bias = getattr(head, "bias", None)
+        self.register_buffer(
+            "bias", None if bias is None else bias.detach().index_select(0, self.keep_ids).clone(), persistent=False
+        )
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        scores = torch.nn.functional.linear(hidden_states, self.weight, self.bias)
+        logits = scores.new_full((*scores.shape[:-1], self.vocab_size), float("-inf"))
+        return logits.index_copy_(-1, self.keep_ids, scores)
+
+
+def rank_tokens_by_frequency(tokenizer, texts: Sequence[str], keep: int) -> tuple:
+    """The `keep` most frequent token ids of `texts` (ties by id) plus every special id, and the share of the
+    texts' tokens they cover."""
+    if keep < 1:
+        raise DraftError(f"keep must be a positive number of tokens, got {keep}.")
+    counts = torch.zeros(len(tokenizer), dtype=torch.long)
+    for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]:
+        counts += torch.bincount(torch.tensor(ids, dtype=torch.long), minlength=len(counts))[: len(counts)]
+    total = int(counts.sum())
+    if total == 0:
+        raise DraftError("rank_tokens_by_frequency needs texts with at least one token.")
+    order = torch.argsort(counts, descending=True, stable=True)[:keep]
+    keep_ids = torch.unique(torch.cat([order, torch.tensor(tokenizer.all_special_ids, dtype=torch.long)]))
+    return keep_ids, float(counts[keep_ids[keep_ids < len(counts)]].sum()) / total
+
+
+@contextmanager
+def frequency_ranked_head(draft, keep_ids: torch.Tensor):
+    """Let `draft` score only `keep_ids` while the context is open (FR-Spec, Zhao et al., 2025).
+
+    A draft given a big model's vocabulary pays for its whole output layer at every proposal: for SmolLM2-135M
+    with Qwen2.5's 151,936 rows the head is about as costly as the 30 layers below it. Restricting the draft's
+    proposals to the most frequent tokens (`rank_tokens_by_frequency`) cuts that cost; a token outside the set is
+    never proposed, so it can only be rejected, never wrongly accepted: the big model still decides every token
+    and greedy outputs are unchanged. The draft's own head is restored on exit (the trimmed head is not saved).
+
+        keep_ids, coverage = rank_tokens_by_frequency(tokenizer, code_texts, keep=32768)
+        with frequency_ranked_head(draft, keep_ids):
+            big.generate(**inputs, assistant_model=draft, do_sample=False)
+    """
+    head = draft.get_output_embeddings()
+    vocab_size = head.weight.shape[0]
+    keep_ids = torch.as_tensor(keep_ids, dtype=torch.long)
+    if keep_ids.numel() == 0 or int(keep_ids.min()) < 0 or int(keep_ids.max()) >= vocab_size:
+        raise DraftError(f"keep_ids must be non-empty token ids below the draft's vocabulary size ({vocab_size}).")
+    draft.set_output_embeddings(FrequencyRankedHead(head, keep_ids, vocab_size))
+    try:
+        yield draft
+    finally:
+        draft.set_output_embeddings(head)
