@@ -102,6 +102,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="also score bits per byte after these global steps")
     parser.add_argument("--zero-shot", default="arc_easy,piqa,hellaswag", help="comma-separated tasks ('' for none)")
     parser.add_argument("--zero-shot-limit", type=int, default=200)
+    parser.add_argument("--zero-shot-after-swap", action="store_true",
+                        help="also score the zero-shot tasks right after the swap, before training (is a gap the "
+                             "swap's or the training's?)")
     parser.add_argument("--quick", action="store_true",
                         help="development budgets: " + ", ".join(f"{k}={v}" for k, v in QUICK.items()))
     parser.add_argument("--output", default=DEFAULT_OUTPUT, help="jsonl (appended); the markdown goes next to it")
@@ -574,6 +577,8 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
     if (init, seed) not in after_swap_cache:
         after_swap_cache[(init, seed)] = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
     curve = {0: after_swap_cache[(init, seed)]}
+    tasks = [t for t in args.zero_shot.split(",") if t]
+    before = zero_shot(model, tokenizer, tasks, args.zero_shot_limit) if tasks and args.zero_shot_after_swap else None
     callback = checkpoint_callback(lambda live: bits_per_byte(live, tokenizer, heldout, args.eval_batch),
                                    [s for s in args.checkpoint_steps if 0 < s < args.train_steps],
                                    args.stage1_steps, args.train_steps - args.stage1_steps)
@@ -585,7 +590,6 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
     model = result.model.eval()
     curve.update(callback.scores)
     curve[args.train_steps] = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
-    tasks = [t for t in args.zero_shot.split(",") if t]
     fields = {"method": init, "recovery": recovery, "train_steps": args.train_steps,
               "stage1_steps": args.stage1_steps, **recipe_overrides(args), **scored(curve[args.train_steps]),
               "curve": {str(step): scored(scores) for step, scores in sorted(curve.items())},
@@ -593,6 +597,8 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
                          result.stage1_log_history + result.stage2_log_history if "loss" in entry],
               "zero_shot": zero_shot(model, tokenizer, tasks, args.zero_shot_limit) if tasks else {},
               "alignment": alignments.summary(args.train_target, seed)}
+    if before is not None:
+        fields["zero_shot_after_swap"] = before
     fields["seconds"] = {"train": round(train_seconds, 1), "total": round(time.perf_counter() - started, 1)}
     return fields
 
@@ -801,21 +807,22 @@ def paired_zero_shot_table(rows: list) -> list:
     for r in rows:
         if r["phase"] != "train" or "error" in r:
             continue
-        for task, result in r.get("zero_shot", {}).items():
-            original = originals.get((task, result["num_examples"]))
-            if "correct" not in result or original is None:
-                continue
-            diff, se = paired_difference(result["correct"], original["correct"])
-            lines.append(f"| {arm_label(r)}, seed {r['seed']} | {task} | {result['num_examples']} | "
-                         f"{original['acc']:.3f} | {result['acc']:.3f} | {diff:+.1f} ± {se:.1f} | "
-                         f"{diff - 1.96 * se:+.1f} to {diff + 1.96 * se:+.1f} |")
+        for when, key in (("right after the swap", "zero_shot_after_swap"), (f"after {r['train_steps']} steps", "zero_shot")):
+            for task, result in r.get(key, {}).items():
+                original = originals.get((task, result["num_examples"]))
+                if "correct" not in result or original is None:
+                    continue
+                diff, se = paired_difference(result["correct"], original["correct"])
+                lines.append(f"| {arm_label(r)}, seed {r['seed']} | {when} | {task} | {result['num_examples']} | "
+                             f"{original['acc']:.3f} | {result['acc']:.3f} | {diff:+.1f} ± {se:.1f} | "
+                             f"{diff - 1.96 * se:+.1f} to {diff + 1.96 * se:+.1f} |")
     if not lines:
         return []
     return ["", "Zero-shot accuracy against the unswapped model on the same questions (paired: the difference and its "
             "standard error are the mean and standard error of the per-question difference of the two 0/1 outcomes; "
             "interval: difference ± 1.96 standard errors):", "",
-            "| arm | task | questions | unswapped acc | swapped acc | difference (points) | 95% interval |",
-            "|---|---|---:|---:|---:|---:|---|", *lines]
+            "| arm | scored | task | questions | unswapped acc | swapped acc | difference (points) | 95% interval |",
+            "|---|---|---|---:|---:|---:|---:|---|", *lines]
 
 
 def train_domain_table(rows: list) -> list:
