@@ -14,6 +14,7 @@ from tokswap.drafting import (
     expected_speedup,
     frequency_ranked_head,
     greedy_agreement,
+    load_frequency_ranked_tokens,
     measure_speculative_decoding,
     rank_tokens_by_frequency,
 )
@@ -206,6 +207,8 @@ def test_cli_draft_swaps_distills_and_saves_a_plain_transformers_folder(pair, tm
             "32",
             "--logging-steps",
             "1",
+            "--frequency-ranked",
+            "30",
         ]
     )
     assert code == 0
@@ -216,6 +219,19 @@ def test_cli_draft_swaps_distills_and_saves_a_plain_transformers_folder(pair, tm
         big_model, big_tok, PROMPTS[:1], assistant=draft.eval(), max_new_tokens=12, num_assistant_tokens=3
     )
     assert result["lossless"]
+    keep_ids = load_frequency_ranked_tokens(out)  # saved beside the draft, ranked on --dataset
+    assert 30 <= len(keep_ids) <= 30 + len(big_tok.all_special_ids)
+    with frequency_ranked_head(draft, keep_ids):
+        trimmed = measure_speculative_decoding(
+            big_model,
+            big_tok,
+            PROMPTS[:1],
+            assistant=draft,
+            max_new_tokens=12,
+            num_assistant_tokens=3,
+            baseline=result["outputs"],
+        )
+    assert trimmed["lossless"]
 
 
 def test_cli_draft_without_text_is_a_one_line_user_error(pair, tmp_path, capsys):
@@ -226,6 +242,19 @@ def test_cli_draft_without_text_is_a_one_line_user_error(pair, tmp_path, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--dataset" in err[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_frequency_ranked_without_text_is_a_one_line_user_error(pair, tmp_path, capsys):
+    from tokswap import cli
+
+    small, _, big, _ = pair
+    argv = ["draft", str(small), str(big), "--output", str(tmp_path / "out"), "--no-distill", "--frequency-ranked", "8"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--frequency-ranked" in err[0] and "--dataset" in err[0]
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(DraftError):
+        load_frequency_ranked_tokens(tmp_path)
 
 
 def test_a_drafts_card_names_the_big_model_and_its_measurements(draft):

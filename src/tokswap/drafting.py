@@ -331,3 +331,36 @@ def frequency_ranked_head(draft, keep_ids: torch.Tensor):
         yield draft
     finally:
         draft.set_output_embeddings(head)
+
+
+# written beside a draft by `tokswap draft --frequency-ranked K`: the token ids its head may be restricted to
+FREQUENCY_RANKED_FILE = "frequency_ranked_tokens.json"
+
+
+def save_frequency_ranked_tokens(folder: Union[str, os.PathLike], keep_ids: torch.Tensor, coverage: float) -> None:
+    """Write `keep_ids` (from `rank_tokens_by_frequency`) into a draft's folder, atomically."""
+    import json
+    from pathlib import Path
+
+    from tokswap.utils import atomic_output_file
+
+    record = {"token_ids": [int(i) for i in keep_ids], "coverage_of_ranking_text": round(coverage, 6)}
+    with atomic_output_file(Path(folder) / FREQUENCY_RANKED_FILE, "w") as handle:
+        json.dump(record, handle)
+
+
+def load_frequency_ranked_tokens(folder: Union[str, os.PathLike]) -> torch.Tensor:
+    """The token ids saved by `save_frequency_ranked_tokens`, for `frequency_ranked_head`."""
+    import json
+    from pathlib import Path
+
+    path = Path(folder) / FREQUENCY_RANKED_FILE
+    if not path.is_file():
+        raise DraftError(
+            f"{folder} has no {FREQUENCY_RANKED_FILE}: make the draft with `tokswap draft --frequency-ranked K`."
+        )
+    try:
+        ids = json.loads(path.read_text(encoding="utf-8"))["token_ids"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise DraftError(f"{path} is not a token list written by tokswap ({err}); make the draft again.") from None
+    return torch.tensor(ids, dtype=torch.long)

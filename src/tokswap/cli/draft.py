@@ -44,6 +44,14 @@ def register_cli(subparsers) -> None:
     parser.add_argument(
         "--lr", type=float, default=2e-4, help="peak learning rate (what bench/bench_draft.py measures drafts with)"
     )
+    parser.add_argument(
+        "--frequency-ranked",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also save the K most frequent tokens of --dataset beside the draft, so its output layer can be "
+        "restricted to them while generating (tokswap.drafting.frequency_ranked_head; 0: none)",
+    )
     add_run_arguments(parser, max_length=512, batch_size=4, grad_accum=1, save_steps=500, logging_steps=10, seed=42)
     parser.set_defaults(func=_cli_draft)
 
@@ -57,6 +65,10 @@ def _cli_draft(args) -> int:
         check_local_path(given, what)
     if not args.no_distill and not args.dataset:
         raise DraftError("Distilling the draft needs text: pass --dataset PATH (or --no-distill to only swap).")
+    if args.frequency_ranked < 0 or (args.frequency_ranked and not args.dataset):
+        raise DraftError(
+            "--frequency-ranked K needs a positive K and --dataset PATH (the text its tokens are ranked on)."
+        )
     from tokswap.swapper import make_draft  # upward until this CLI moves to tokswap.cli.draft
 
     swapper = make_draft(
@@ -69,7 +81,25 @@ def _cli_draft(args) -> int:
         f"Saved a draft for {args.big} ({swapper.model.config.vocab_size} rows, "
         f"{'distilled' if not args.no_distill else 'not distilled'}) to {args.output}"
     )
+    if args.frequency_ranked:
+        _save_frequency_ranked(swapper.tokenizer, args)
     return 0
+
+
+def _save_frequency_ranked(tokenizer, args) -> None:
+    from tokswap.drafting import FREQUENCY_RANKED_FILE, rank_tokens_by_frequency, save_frequency_ranked_tokens
+    from tokswap.trainer_utils import load_training_dataset
+
+    dataset = load_training_dataset(args.dataset)
+    if "text" not in dataset.column_names:
+        raise DraftError(f"--frequency-ranked ranks the tokens of a `text` column; {args.dataset} has none.")
+    keep_ids, coverage = rank_tokens_by_frequency(tokenizer, dataset["text"], args.frequency_ranked)
+    save_frequency_ranked_tokens(args.output, keep_ids, coverage)
+    print(
+        f"Saved the {args.frequency_ranked} most frequent tokens of the dataset ({100 * coverage:.1f}% of its "
+        f"tokens) to {FREQUENCY_RANKED_FILE}: restrict the draft's head to them with "
+        "tokswap.drafting.frequency_ranked_head(draft, load_frequency_ranked_tokens(folder))"
+    )
 
 
 def _distill_draft(swapper, args) -> None:
