@@ -426,6 +426,7 @@ DIVERGENCE = "forward_kl"               # agreed most with the big model on code
 PROMPTS = ["def fibonacci(n):", "import numpy as np\\n\\ndef normalize(x):", "The three laws of motion are"]
 MAX_NEW_TOKENS = 64
 NUM_ASSISTANT_TOKENS = 5
+FREQUENT_TOKENS = 32768                 # the draft's head scores only these many most frequent tokens (0: all)
 OUTPUT_DIR = "draft-model"
 """, tags=["parameters"]),
         md("## Data"),
@@ -493,12 +494,31 @@ config = TokenDistillationConfig(
 swapper.distill(train_data, big, config, teacher_tokenizer=big_tokenizer)
 measure("after distillation")
 """),
+        md("""## A cheaper head: only the most frequent tokens
+
+The draft now carries the big model's whole output layer (151,936 rows for Qwen), which can cost as much as the
+rest of a small draft. `frequency_ranked_head` lets the draft score only the tokens that are frequent in your
+text while it proposes (FR-Spec); a rarer token is never proposed, the big model still decides every token, so
+outputs stay exactly the big model's."""),
+        code("""
+from tokswap.drafting import frequency_ranked_head, rank_tokens_by_frequency
+
+if FREQUENT_TOKENS:
+    keep_ids, coverage = rank_tokens_by_frequency(big_tokenizer, train_data["text"], FREQUENT_TOKENS)
+    print(f"the {FREQUENT_TOKENS} most frequent tokens cover {coverage:.1%} of the training text")
+    with frequency_ranked_head(swapper.model, keep_ids):
+        measure(f"head: {FREQUENT_TOKENS} tokens")
+"""),
         md("## Use it, save it\n\nThe saved folder loads with plain transformers; `swapper.push_to_hub(repo_id)` writes a card that names the model it drafts for and the table above."),
         code("""
 inputs = big_tokenizer(PROMPTS[0], return_tensors="pt").to(device)
 output = big.generate(**inputs, assistant_model=swapper.model, do_sample=False, max_new_tokens=MAX_NEW_TOKENS)
 print(big_tokenizer.decode(output[0], skip_special_tokens=True))
 swapper.save_pretrained(OUTPUT_DIR, overwrite=True)
+if FREQUENT_TOKENS:  # load them back with tokswap.drafting.load_frequency_ranked_tokens(OUTPUT_DIR)
+    from tokswap.drafting import save_frequency_ranked_tokens
+
+    save_frequency_ranked_tokens(OUTPUT_DIR, keep_ids, coverage)
 print("saved to", OUTPUT_DIR)
 """),
         md(CITATION),

@@ -247,6 +247,7 @@ def test_make_a_draft_model_notebook(world, tmp_path):
             "DISTILL_STEPS": 2,
             "MAX_NEW_TOKENS": 8,
             "NUM_ASSISTANT_TOKENS": 3,
+            "FREQUENT_TOKENS": 20,
         },
         tmp_path,
         world["namespace"],
@@ -254,6 +255,9 @@ def test_make_a_draft_model_notebook(world, tmp_path):
     record = json.loads((tmp_path / "draft-model" / "tokswap_config.json").read_text())
     assert record["draft_for"] == world["ids"]["teacher"]
     measured = record["speculative_decoding"]
-    assert set(measured) == {"before distillation", "after distillation"}
+    assert set(measured) == {"before distillation", "after distillation", "head: 20 tokens"}
     assert all(row["lossless"] and 0 <= row["acceptance_rate"] <= 1 for row in measured.values())
+    from tokswap.drafting import load_frequency_ranked_tokens
+
+    assert len(load_frequency_ranked_tokens(tmp_path / "draft-model")) >= 20
     assert "after distillation" in outputs_text(nb)
