@@ -344,6 +344,7 @@ def render(rows: list) -> str:
                       f"model's: ceiling {round(expected_speedup(1.0, 3, fr['draft_to_big_ratio']), 2)}x with 3 draft "
                       f"tokens, and 1.3x needs a per-token acceptance of "
                       f"{acceptance_needed(1.3, fr['draft_to_big_ratio'])}."]
+    lines += step_cost_table(rows, costs)
     for row in rows:
         if row.get("arm") == "distillation":
             first, last = row["losses"][0][1] if row["losses"] else None, row["losses"][-1][1] if row["losses"] else None
@@ -359,6 +360,35 @@ def render(rows: list) -> str:
         if meta.get("resumed_by"):
             lines += ["", "Resumed with:", "", f"    {meta['resumed_by']}"]
     return "\n".join(lines) + "\n"
+
+
+def step_cost_table(rows: list, costs: dict) -> list:
+    """Where a big-model step's time goes on code prompts: measured, against the forwards it holds at their
+    one-token cost (the rest is verifying several positions at once and the generation loop itself)."""
+    if not costs:
+        return []
+    out = []
+    for row in rows:
+        code = row.get("code", {}) if isinstance(row.get("code"), dict) else {}
+        if "target_forwards" not in code or "seconds" not in code:
+            continue
+        step_ms = 1000 * code["seconds"] / code["target_forwards"]
+        drafts_per_step = code.get("draft_forwards", 0) / code["target_forwards"]
+        if row["arm"].startswith("UAG"):
+            draft_ms = costs["small_original_ms"]
+        elif "most frequent tokens" in row["arm"]:
+            draft_ms = costs["frequency_ranked"][row["arm"].split("head: ")[1].split()[0]]["draft_ms"]
+        else:
+            draft_ms = costs["swapped_draft_ms"]
+        forwards_ms = costs["big_ms"] + drafts_per_step * draft_ms
+        out.append(f"| {row['arm']} | {row['num_assistant_tokens'] or '—'} | {step_ms:.0f} | {forwards_ms:.0f} "
+                   f"| {step_ms - forwards_ms:.0f} |")
+    if not out:
+        return []
+    return ["", "Milliseconds per big-model step on code prompts (seconds / big-model forwards) against the one-token "
+            "forwards the step holds (one big-model forward plus its share of draft forwards, at the costs above); "
+            "the rest is verifying several positions in one forward and the generation loop's own work:", "",
+            "| arm | draft tokens | ms per step | one-token forwards, ms | rest, ms |", "|---|---|---:|---:|---:|", *out]
 
 
 def write(rows: list, output: str) -> None:
