@@ -31,6 +31,7 @@ DERIVED = {
     "0.022": "1.600 - 1.578 at 200 steps (leaderboard.jsonl, seed 1)",
     "3.4": "one standard error of an accuracy near 0.62 on 200 questions: sqrt(0.62 * 0.38 / 200), in points",
     "0.097": "1.697 - 1.600 at 200 steps (leaderboard.md)",
+    "0.034": "training 1.741 - 1.707 at 50 steps (leaderboard.md)",
     "12.3": "code acceptance at one draft token, distilled 59.5% - UAG 47.2% (draft.md)",
     "7.1": "code acceptance at two draft tokens, distilled 50.9% - UAG 43.8% (draft.md)",
     "4.9": "code acceptance at three draft tokens, distilled 43.6% - UAG 38.7% (draft.md)",
