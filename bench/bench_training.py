@@ -52,6 +52,9 @@ def main(argv=None) -> int:
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--corpus-bytes", type=int, default=2_000_000)
     parser.add_argument("--heldout-texts", type=int, default=32)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the data order, the random init and training; 0 writes training_bench.json and "
+                             "the curve plot, others training_bench_seed<N>.json")
     parser.add_argument("--out", default="bench/results")
     parser.add_argument("--workdir", default=None, help="checkpoints (default: a temp folder)")
     args = parser.parse_args(argv)
@@ -73,7 +76,7 @@ def main(argv=None) -> int:
 
     log(f"corpus ({args.corpus_bytes} bytes)")
     corpus = build_corpus(total_bytes=args.corpus_bytes, seed=0)
-    train = corpus["train"].select_columns(["text"]).shuffle(seed=0)
+    train = corpus["train"].select_columns(["text"]).shuffle(seed=args.seed)
     heldout = [t for t in corpus["test"]["text"] if len(t) > 200][: args.heldout_texts]
 
     alignment = args.alignment or compute_alignment(args, args.target, list(train["text"]))
@@ -84,7 +87,7 @@ def main(argv=None) -> int:
         # the asset folder, not the bare name: the swapper would look the name up on the (unreachable) Hub
         swapper = TokenizerSwapper.from_pretrained(
             str(model_path(args.source)), args.target, init_method=init, source_tokenizer=args.source_tokenizer,
-            alignment=alignment,
+            alignment=alignment, seed=args.seed,
         )
         model, tokenizer = swapper.model, swapper.tokenizer
         swap_seconds = time.perf_counter() - start
@@ -115,6 +118,7 @@ def main(argv=None) -> int:
             logging_steps=1,
             save_steps=10_000,
             save_final_model=False,
+            seed=42 + args.seed,
         )
         start = time.perf_counter()
         stage1 = adapt_vocabulary(model, tokenizer, train, config)
@@ -140,8 +144,11 @@ def main(argv=None) -> int:
         results["runs"][init] = run
         del swapper, model, stage1, stage2
 
-    with open(out / "training_bench.json", "w") as handle:
+    name = "training_bench.json" if args.seed == 0 else f"training_bench_seed{args.seed}.json"
+    with open(out / name, "w") as handle:
         json.dump(results, handle, indent=2)
+    if args.seed != 0:
+        return 0
 
     import matplotlib
 
