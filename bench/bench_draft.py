@@ -225,8 +225,9 @@ def agreement_row(name: str, big, big_tok, draft, texts: dict) -> dict:
     return row
 
 
-def forward_costs(big, big_tok, small, small_tok, draft, prompt: str) -> dict:
-    """Seconds per cached one-token forward (batch 1) of each model, and the draft / big ratio."""
+def forward_costs(big, big_tok, small, small_tok, draft, prompt: str, draft_tokens=()) -> dict:
+    """Seconds per cached one-token forward (batch 1) of each model, and the draft / big ratio; and the big model's
+    forward over k + 1 new tokens (verifying k draft tokens) for each k in `draft_tokens`, against its one-token one."""
     from tokswap.drafting import decode_step_seconds
 
     seconds = {"big": decode_step_seconds(big, big_tok, prompt, steps=24),
@@ -234,6 +235,10 @@ def forward_costs(big, big_tok, small, small_tok, draft, prompt: str) -> dict:
                "swapped_draft": decode_step_seconds(draft, big_tok, prompt, steps=24)}
     out = {f"{k}_ms": round(1000 * v, 2) for k, v in seconds.items()}
     out["draft_to_big_ratio"] = round(seconds["swapped_draft"] / seconds["big"], 3)
+    for k in sorted({int(k) for k in draft_tokens if str(k).isdigit()}):
+        verify = decode_step_seconds(big, big_tok, prompt, steps=24, num_tokens=k + 1)
+        out.setdefault("big_verify_ms", {})[str(k + 1)] = round(1000 * verify, 2)
+        out.setdefault("verify_to_one_token", {})[str(k + 1)] = round(verify / seconds["big"], 3)
     return out
 
 
@@ -344,6 +349,7 @@ def render(rows: list) -> str:
                       f"model's: ceiling {round(expected_speedup(1.0, 3, fr['draft_to_big_ratio']), 2)}x with 3 draft "
                       f"tokens, and 1.3x needs a per-token acceptance of "
                       f"{acceptance_needed(1.3, fr['draft_to_big_ratio'])}."]
+    lines += verification_lines(rows, costs)
     lines += step_cost_table(rows, costs)
     for row in rows:
         if row.get("arm") == "distillation":
@@ -362,11 +368,42 @@ def render(rows: list) -> str:
     return "\n".join(lines) + "\n"
 
 
+def verification_lines(rows: list, costs: dict) -> list:
+    """The big model's cost of verifying k draft tokens (one forward over k + 1 tokens), and the ceilings and
+    predictions of the speed-up formula once that cost is counted, from each timed arm's own acceptance."""
+    from tokswap.drafting import expected_speedup
+
+    verify = (costs or {}).get("verify_to_one_token")
+    if not verify:
+        return []
+    measured = ", ".join(f"{costs['big_verify_ms'][n]} ms for {n} tokens ({ratio}x)" for n, ratio in verify.items())
+    out = ["", f"Verifying k draft tokens is one big-model forward over k + 1 new tokens. Measured the same way "
+           f"(median of 24): {measured}, against {costs['big_ms']} ms for one. The formula above assumes 1x (free on "
+           "a parallel device). Counting the measured cost, (1 - a^(k+1)) / ((1 - a)(k c + v)) predicts for each "
+           "timed arm, from its own per-token acceptance on code (a = accepted / proposed) and its draft's cost ratio:",
+           "", "| arm | draft tokens | code: acceptance | v (verify / one-token forward) | predicted speed-up | "
+           "measured speed-up | a perfect draft's ceiling |", "|---|---|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        n, code = row.get("num_assistant_tokens"), row.get("code", {})
+        if not isinstance(code, dict) or "acceptance_rate" not in code or str(n) not in ("1", "2", "3", "4", "5"):
+            continue
+        v = verify.get(str(int(n) + 1))
+        if v is None or row["arm"].startswith("UAG"):  # UAG's candidates change length on re-encoding
+            continue
+        ratio = (costs["frequency_ranked"][row["arm"].split("head: ")[1].split()[0]]["draft_to_big_ratio"]
+                 if "most frequent tokens" in row["arm"] else costs["draft_to_big_ratio"])
+        predicted = expected_speedup(code["acceptance_rate"], int(n), ratio, v)
+        out.append(f"| {row['arm']} | {n} | {100 * code['acceptance_rate']:.1f}% | {v} | {predicted:.2f}x "
+                   f"| {code['speedup']:.2f}x | {expected_speedup(1.0, int(n), ratio, v):.2f}x |")
+    return out
+
+
 def step_cost_table(rows: list, costs: dict) -> list:
     """Where a big-model step's time goes on code prompts: measured, against the forwards it holds at their
-    one-token cost (the rest is verifying several positions at once and the generation loop itself)."""
+    measured cost (the rest is the generation loop's own work)."""
     if not costs:
         return []
+    verify = costs.get("big_verify_ms", {})
     out = []
     for row in rows:
         code = row.get("code", {}) if isinstance(row.get("code"), dict) else {}
@@ -380,15 +417,20 @@ def step_cost_table(rows: list, costs: dict) -> list:
             draft_ms = costs["frequency_ranked"][row["arm"].split("head: ")[1].split()[0]]["draft_ms"]
         else:
             draft_ms = costs["swapped_draft_ms"]
-        forwards_ms = costs["big_ms"] + drafts_per_step * draft_ms
-        out.append(f"| {row['arm']} | {row['num_assistant_tokens'] or '—'} | {step_ms:.0f} | {forwards_ms:.0f} "
+        n = row.get("num_assistant_tokens")
+        big_ms = verify.get(str(int(n) + 1), costs["big_ms"]) if str(n).isdigit() else costs["big_ms"]
+        forwards_ms = big_ms + drafts_per_step * draft_ms
+        out.append(f"| {row['arm']} | {n or '—'} | {step_ms:.0f} | {big_ms:.0f} | {drafts_per_step * draft_ms:.0f} "
                    f"| {step_ms - forwards_ms:.0f} |")
     if not out:
         return []
-    return ["", "Milliseconds per big-model step on code prompts (seconds / big-model forwards) against the one-token "
-            "forwards the step holds (one big-model forward plus its share of draft forwards, at the costs above); "
-            "the rest is verifying several positions in one forward and the generation loop's own work:", "",
-            "| arm | draft tokens | ms per step | one-token forwards, ms | rest, ms |", "|---|---|---:|---:|---:|", *out]
+    what = ("the big model's forward at its measured cost for k + 1 tokens (k + 1 = 2 to 4; an upper bound on a "
+            "step that verifies fewer) and the draft forwards at their one-token cost"
+            if verify else "one big-model forward and the draft forwards, both at their one-token cost")
+    return ["", "Milliseconds per big-model step on code prompts (seconds / big-model forwards) against the forwards "
+            f"the step holds: {what}; the rest is the generation loop's own work (for UAG also re-tokenizing):", "",
+            "| arm | draft tokens | ms per step | big-model forward, ms | draft forwards, ms | rest, ms |",
+            "|---|---|---:|---:|---:|---:|", *out]
 
 
 def write(rows: list, output: str) -> None:
@@ -431,7 +473,8 @@ def main(argv=None) -> int:
     from tokswap.drafting import decode_step_seconds, expected_speedup, frequency_ranked_head
 
     small, small_tok = load(SMALL)
-    costs = forward_costs(big, big_tok, small, small_tok, drafts["swapped"], prompts["code"][0])
+    costs = forward_costs(big, big_tok, small, small_tok, drafts["swapped"], prompts["code"][0],
+                          args.num_assistant_tokens)
     costs["bound_perfect_k3"] = round(expected_speedup(1.0, 3, costs["draft_to_big_ratio"]), 2)
     costs["bound_half_k3"] = round(expected_speedup(0.5, 3, costs["draft_to_big_ratio"]), 2)
     rows[0]["forward_costs"] = costs

@@ -154,6 +154,11 @@ def test_expected_speedup_follows_the_closed_form():
     assert expected_speedup(0.8, 3, 0.05) == pytest.approx((1 - 0.8**4) / (0.2 * 1.15))
     with pytest.raises(ValueError):
         expected_speedup(1.5, 3, 0.1)
+    # verifying costs two one-token forwards: a free, perfect draft's two tokens per step gain nothing
+    assert expected_speedup(1.0, 1, 0.0, verify_ratio=2.0) == pytest.approx(1.0)
+    assert expected_speedup(0.8, 3, 0.05, verify_ratio=1.8) == pytest.approx((1 - 0.8**4) / (0.2 * (0.15 + 1.8)))
+    with pytest.raises(ValueError):
+        expected_speedup(0.5, 3, 0.1, verify_ratio=0.0)
 
 
 def test_decode_step_seconds_is_a_positive_median(pair):
@@ -161,6 +166,10 @@ def test_decode_step_seconds_is_a_positive_median(pair):
     model = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
     seconds = decode_step_seconds(model, big_tok, PROMPTS[0], steps=5, warmup=1)
     assert 0.0 < seconds < 5.0
+    # a verification-sized forward (several new tokens at once) is measured the same way
+    assert 0.0 < decode_step_seconds(model, big_tok, PROMPTS[0], steps=3, warmup=1, num_tokens=4) < 5.0
+    with pytest.raises(ValueError):
+        decode_step_seconds(model, big_tok, PROMPTS[0], num_tokens=0)
 
 
 def test_a_draft_with_another_vocabulary_is_refused(pair):

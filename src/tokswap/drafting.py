@@ -234,11 +234,17 @@ def greedy_agreement(model, assistant, tokenizer, texts: Sequence[str], max_leng
     }
 
 
-def decode_step_seconds(model, tokenizer, prompt: str, steps: int = 16, warmup: int = 2) -> float:
-    """Median seconds of one cached single-token forward at batch size 1 (the cost of a draft proposal or of a
-    big-model step in assisted generation, without verification's extra positions)."""
+def decode_step_seconds(model, tokenizer, prompt: str, steps: int = 16, warmup: int = 2, num_tokens: int = 1) -> float:
+    """Median seconds of one cached forward over `num_tokens` new tokens at batch size 1.
+
+    With `num_tokens=1` it is the cost of a draft proposal or of a plain decoding step; with `k + 1` it is the cost
+    of the big model verifying `k` draft tokens in assisted generation (one forward over the last accepted token
+    and the `k` proposals), which on a CPU is not the cost of one token.
+    """
     import inspect
 
+    if num_tokens < 1:
+        raise ValueError(f"num_tokens must be >= 1, got {num_tokens}")
     ids = tokenizer(prompt, return_tensors="pt").input_ids.to(model.device)
     # transformers 5 names the KV cache `cache`; earlier versions `past_key_values`
     name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
@@ -248,7 +254,7 @@ def decode_step_seconds(model, tokenizer, prompt: str, steps: int = 16, warmup: 
         past, token = getattr(output, name), output.logits[:, -1:].argmax(-1)
         for step in range(warmup + steps):
             started = time.perf_counter()
-            output = model(token, use_cache=True, **{name: past})
+            output = model(token.repeat(1, num_tokens), use_cache=True, **{name: past})
             elapsed = time.perf_counter() - started
             past, token = getattr(output, name), output.logits[:, -1:].argmax(-1)
             if step >= warmup:
@@ -256,15 +262,21 @@ def decode_step_seconds(model, tokenizer, prompt: str, steps: int = 16, warmup: 
     return float(sorted(times)[len(times) // 2])
 
 
-def expected_speedup(acceptance: float, draft_tokens: int, cost_ratio: float) -> float:
+def expected_speedup(acceptance: float, draft_tokens: int, cost_ratio: float, verify_ratio: float = 1.0) -> float:
     """Speed-up over the big model alone that speculative decoding can reach, per Leviathan et al. (2023):
-    (1 - a^(k+1)) / ((1 - a) (k c + 1)) for per-token acceptance a, k draft tokens per step and c = the draft's
-    forward time / the big model's. It says how cheap a draft must be before acceptance can pay."""
+    (1 - a^(k+1)) / ((1 - a) (k c + v)) for per-token acceptance a, k draft tokens per step, c = the draft's
+    forward time / the big model's, and v = the big model's forward over k + 1 tokens (verification) / its
+    one-token forward. The paper takes v = 1 (verification is free on a parallel device); on a CPU it is not,
+    so measure it (`decode_step_seconds(..., num_tokens=k + 1)`). It says how cheap a draft must be before
+    acceptance can pay."""
     if not 0.0 <= acceptance <= 1.0:
         raise ValueError(f"acceptance must be in [0, 1], got {acceptance}")
+    if verify_ratio <= 0:
+        raise ValueError(f"verify_ratio must be > 0, got {verify_ratio}")
+    cost = draft_tokens * cost_ratio + verify_ratio
     if acceptance == 1.0:  # every proposal accepted: k + 1 tokens per step
-        return (draft_tokens + 1) / (draft_tokens * cost_ratio + 1)
-    return (1 - acceptance ** (draft_tokens + 1)) / ((1 - acceptance) * (draft_tokens * cost_ratio + 1))
+        return (draft_tokens + 1) / cost
+    return (1 - acceptance ** (draft_tokens + 1)) / ((1 - acceptance) * cost)
 
 
 class FrequencyRankedHead(torch.nn.Module):
