@@ -24,6 +24,7 @@ summaries, MBPP problems with solutions) never contains an evaluation prompt.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import importlib.util
 import json
@@ -53,6 +54,10 @@ def parse_args(argv=None):
     parser.add_argument("--frequency-ranked", type=int, nargs="*", default=[], metavar="K",
                         help="also run each distilled draft with its output layer restricted to the K most frequent "
                              "tokens of the distillation text (tokswap.drafting.frequency_ranked_head, FR-Spec)")
+    parser.add_argument("--small-batch-matmul", action="store_true",
+                        help="time every arm (the big model alone too) inside tokswap.drafting.small_batch_matmul: "
+                             "linear layers over <= 8 rows as (W @ x^T)^T, the verification forward's fast path on CPU; "
+                             "the forward costs are measured with and without it")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (timings are per this many cores)")
     parser.add_argument("--quick", action="store_true", help="2 prompts, 16 tokens, 2 distillation steps")
     parser.add_argument("--cache", default=None,
@@ -242,6 +247,13 @@ def forward_costs(big, big_tok, small, small_tok, draft, prompt: str, draft_toke
     return out
 
 
+def matmul_context(args, *models):
+    """`small_batch_matmul(*models)` when the run asks for it, else nothing."""
+    from tokswap.drafting import small_batch_matmul
+
+    return small_batch_matmul(*models) if args.small_batch_matmul else contextlib.nullcontext()
+
+
 def frequency_ranked_sets(big_tok, corpus: list, held_out: dict, sizes: list) -> dict:
     """{K: (keep_ids, {kind: share of the held-out texts' tokens inside the set})} from the distillation text."""
     from tokswap.drafting import rank_tokens_by_frequency
@@ -298,7 +310,9 @@ def render(rows: list) -> str:
              f"{meta.get('max_new_tokens')} new tokens per prompt, {meta.get('prompts')} prompts per kind, "
              f"{meta.get('threads')} torch threads on {meta.get('machine', '?')}. Acceptance = accepted / proposed "
              "draft tokens (for UAG, proposed tokens are the draft's own); speed-up = tokens per second / the big "
-             "model alone's in the same run. Lossless: every output equals the big model's alone.", "",
+             "model alone's in the same run. Lossless: every output equals the big model's alone."
+             + (" Every arm, the big model alone included, ran inside `tokswap.drafting.small_batch_matmul` (linear "
+                "layers over at most 8 rows computed as (W @ x^T)^T)." if meta.get("small_batch_matmul") else ""), "",
              f"The big model (an unlabelled GGUF upload, pinned by sha256) has perplexity "
              f"{meta.get('big_model_humaneval_perplexity')} on HumanEval prompts + canonical solutions (first 20).", "",
              "| arm | draft tokens | code: acceptance | code: tokens/forward | code: tok/s | code: speed-up "
@@ -377,11 +391,20 @@ def verification_lines(rows: list, costs: dict) -> list:
     if not verify:
         return []
     measured = ", ".join(f"{costs['big_verify_ms'][n]} ms for {n} tokens ({ratio}x)" for n, ratio in verify.items())
-    out = ["", f"Verifying k draft tokens is one big-model forward over k + 1 new tokens. Measured the same way "
-           f"(median of 24): {measured}, against {costs['big_ms']} ms for one. The formula above assumes 1x (free on "
-           "a parallel device). Counting the measured cost, (1 - a^(k+1)) / ((1 - a)(k c + v)) predicts for each "
-           "timed arm, from its own per-token acceptance on code (a = accepted / proposed) and its draft's cost ratio:",
-           "", "| arm | draft tokens | code: acceptance | v (verify / one-token forward) | predicted speed-up | "
+    text = (f"Verifying k draft tokens is one big-model forward over k + 1 new tokens. Measured the same way (median "
+            f"of 24): {measured}, against {costs['big_ms']} ms for one; the formula above assumes 1x (free on a "
+            "parallel device).")
+    plain = costs.get("without_small_batch_matmul")
+    if plain and plain.get("verify_to_one_token"):
+        measured = ", ".join(f"{plain['big_verify_ms'][n]} ms for {n} tokens ({ratio}x)"
+                             for n, ratio in plain["verify_to_one_token"].items())
+        text += (f" Those are inside `small_batch_matmul`; with PyTorch's own kernels the same run measured "
+                 f"{measured}, against {plain['big_ms']} ms for one (draft {plain['swapped_draft_ms']} ms, original "
+                 f"SmolLM2-135M {plain['small_original_ms']} ms).")
+    text += (" Counting the measured cost, (1 - a^(k+1)) / ((1 - a)(k c + v)) predicts for each timed arm, from its "
+             "own per-token acceptance on code (a = accepted / proposed) and its draft's cost ratio:")
+    out = ["", text]
+    out += ["", "| arm | draft tokens | code: acceptance | v (verify / one-token forward) | predicted speed-up | "
            "measured speed-up | a perfect draft's ceiling |", "|---|---|---:|---:|---:|---:|---:|"]
     for row in rows:
         n, code = row.get("num_assistant_tokens"), row.get("code", {})
@@ -459,7 +482,8 @@ def main(argv=None) -> int:
     rows = [{"arm": "meta", "command": shlex.join(["python", "bench/bench_draft.py", *argv]), "output": args.output,
              "prompts": args.prompts, "max_new_tokens": args.max_new_tokens, "threads": args.threads,
              "distill_batch": args.distill_batch, "distill_length": args.distill_length,
-             "machine": f"{platform.machine()} CPU", "torch": torch.__version__}]
+             "machine": f"{platform.machine()} CPU", "torch": torch.__version__,
+             "small_batch_matmul": args.small_batch_matmul}]
     rows[0]["big_model_humaneval_perplexity"] = round(code_perplexity(big, big_tok, 2 if args.quick else 20), 3)
     print(rows[0], flush=True)
     if previous:
@@ -473,8 +497,12 @@ def main(argv=None) -> int:
     from tokswap.drafting import decode_step_seconds, expected_speedup, frequency_ranked_head
 
     small, small_tok = load(SMALL)
-    costs = forward_costs(big, big_tok, small, small_tok, drafts["swapped"], prompts["code"][0],
-                          args.num_assistant_tokens)
+    with matmul_context(args, big, small, drafts["swapped"]):
+        costs = forward_costs(big, big_tok, small, small_tok, drafts["swapped"], prompts["code"][0],
+                              args.num_assistant_tokens)
+    if args.small_batch_matmul:  # the same forwards with PyTorch's own kernels, for comparison
+        costs["without_small_batch_matmul"] = forward_costs(big, big_tok, small, small_tok, drafts["swapped"],
+                                                            prompts["code"][0], args.num_assistant_tokens)
     costs["bound_perfect_k3"] = round(expected_speedup(1.0, 3, costs["draft_to_big_ratio"]), 2)
     costs["bound_half_k3"] = round(expected_speedup(0.5, 3, costs["draft_to_big_ratio"]), 2)
     rows[0]["forward_costs"] = costs
@@ -483,7 +511,7 @@ def main(argv=None) -> int:
     texts = agreement_texts(2 if args.quick else args.prompts)
     ranked = frequency_ranked_sets(big_tok, corpus, texts, args.frequency_ranked)
     for k, (keep_ids, coverage) in ranked.items():
-        with frequency_ranked_head(drafts["swapped"], keep_ids):
+        with frequency_ranked_head(drafts["swapped"], keep_ids), matmul_context(args, drafts["swapped"]):
             seconds = decode_step_seconds(drafts["swapped"], big_tok, prompts["code"][0], steps=24)
         costs.setdefault("frequency_ranked", {})[str(k)] = {
             "kept": len(keep_ids), "held_out_coverage": coverage, "draft_ms": round(1000 * seconds, 2),
@@ -502,7 +530,8 @@ def main(argv=None) -> int:
         write(rows, args.output)
         print(render(rows))
         return 0
-    alone = measure(big, big_tok, prompts, args)
+    with matmul_context(args, big):
+        alone = measure(big, big_tok, prompts, args)
     baselines = {kind: r["outputs"] for kind, r in alone.items()}
     rows.append({"run": run, **summary_row("big model alone", None, alone, alone)} if previous
                 else summary_row("big model alone", None, alone, alone))
@@ -513,7 +542,8 @@ def main(argv=None) -> int:
             if (arm, n) in done:
                 continue
             reset_assistant_config(assistant)
-            result = measure(big, big_tok, prompts, args, assistant, assistant_tokenizer, n, baselines)
+            with matmul_context(args, big, assistant):
+                result = measure(big, big_tok, prompts, args, assistant, assistant_tokenizer, n, baselines)
             rows.append({"run": run, **summary_row(arm, n, result, alone)} if previous
                         else summary_row(arm, n, result, alone))
             print(rows[-1], flush=True)

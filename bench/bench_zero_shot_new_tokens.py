@@ -25,13 +25,14 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def new_token_questions(task: str, n: int, source_vocab: set, target_tok) -> tuple:
     """Per question of `task` (its first `n`, in the scorer's order): where it holds a target token the source lacks
-    ("choice": in a scored continuation, "context only", or "none"), and the most frequent such tokens."""
+    ("choice": in a scored continuation, "context only", or "none"), and the most frequent such tokens (anywhere, in
+    a choice)."""
     from tokswap.evaluation.zero_shot import load_task
 
     def tokens(text: str) -> list:
         return target_tok.convert_ids_to_tokens(target_tok(text, add_special_tokens=False).input_ids)
 
-    places, counts = [], collections.Counter()
+    places, counts, choice_counts = [], collections.Counter(), collections.Counter()
     for example in load_task(task, limit=n):
         in_context, in_choice = set(), set()
         for context, continuation in zip(example.contexts, example.continuations):
@@ -42,7 +43,8 @@ def new_token_questions(task: str, n: int, source_vocab: set, target_tok) -> tup
             in_choice.update(t for t in whole[len(context_tokens):] if t not in source_vocab)
         places.append("choice" if in_choice else "context only" if in_context else "none")
         counts.update(in_context | in_choice)
-    return places, counts
+        choice_counts.update(in_choice)
+    return places, counts, choice_counts
 
 
 def main() -> int:
@@ -71,8 +73,9 @@ def main() -> int:
                 original = originals.get((task, result["num_examples"]))
                 if "correct" not in result or original is None:
                     continue
-                places, counts = new_token_questions(task, result["num_examples"], source_vocab, target_tok)
-                top[task] = counts
+                places, counts, choice_counts = new_token_questions(task, result["num_examples"], source_vocab,
+                                                                    target_tok)
+                top[task] = (counts, choice_counts)
                 for label, wanted in (("with a new token", ("choice", "context only")), ("without", ("none",)),
                                       ("... in a scored choice", ("choice",)),
                                       ("... in the context only", ("context only",))):
@@ -84,9 +87,12 @@ def main() -> int:
                     gained = sum(a == "1" and b == "0" for a, b in zip(swapped, unswapped))
                     lines.append(f"| {lb.arm_label(r)}, seed {r['seed']} | {when} | {task} | {result['num_examples']} "
                                  f"| {label} | {len(pick)} | {diff:+.1f} ± {se:.1f} | {lost} | {gained} |")
-    for task, counts in top.items():
+    for task, (counts, choice_counts) in top.items():
         shown = ", ".join(f"`{token!r}` {count}" for token, count in counts.most_common(8))
         lines += ["", f"{task}: the new tokens in most questions (questions holding them): {shown}"]
+        shown = ", ".join(f"`{token!r}` {count}" for token, count in choice_counts.most_common(12))
+        lines += ["", f"{task}: the new tokens in most scored choices (questions holding them in a choice; "
+                  f"{len(choice_counts)} distinct): {shown}"]
     (RESULTS / "zero_shot_new_tokens.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
     return 0

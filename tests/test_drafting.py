@@ -17,6 +17,7 @@ from tokswap.drafting import (
     load_frequency_ranked_tokens,
     measure_speculative_decoding,
     rank_tokens_by_frequency,
+    small_batch_matmul,
 )
 from tokswap.init_methods import source_pieces
 from tokswap.swapper import make_draft
@@ -329,3 +330,56 @@ def test_a_frequency_ranked_draft_keeps_assisted_generation_lossless(pair, draft
         )
     assert assisted["lossless"], assisted["mismatched_prompts"]
     assert assisted["draft_forwards"] > 0
+
+
+def test_small_batch_matmul_matches_linear_for_few_rows_and_restores_the_layers():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(64, 48)
+    keep_ids = torch.tensor([0, 5, 9])
+    with torch.inference_mode():
+        for rows in (1, 2, 3, 8, 9):
+            x = torch.randn(1, rows, 64)
+            expected = layer(x)
+            with small_batch_matmul(layer):
+                assert "forward" in vars(layer)
+                got = layer(x)
+            torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+        assert "forward" not in vars(layer)  # the class's own forward is back
+        # a frequency-ranked head: kept columns equal the plain head's, the rest stay -inf
+        head = torch.nn.Linear(64, 12, bias=False)
+        from tokswap.drafting import FrequencyRankedHead
+
+        frequency_ranked = FrequencyRankedHead(head, keep_ids, 12)
+        x = torch.randn(1, 3, 64)
+        with small_batch_matmul(frequency_ranked):
+            logits = frequency_ranked(x)
+        torch.testing.assert_close(logits[..., keep_ids], head(x)[..., keep_ids], rtol=1e-5, atol=1e-5)
+        assert torch.isneginf(logits[..., [1, 2, 3]]).all()
+    # training keeps the usual path: gradients flow as before
+    x = torch.randn(2, 64, requires_grad=True)
+    with small_batch_matmul(layer):
+        layer(x).sum().backward()
+    assert x.grad is not None and layer.weight.grad is not None
+    with pytest.raises(DraftError):
+        with small_batch_matmul(layer, max_rows=0):
+            pass
+
+
+@pytest.mark.slow
+def test_small_batch_matmul_keeps_assisted_generation_lossless(pair, draft):
+    _, _, big, big_tok = pair
+    big_model = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
+    with small_batch_matmul(big_model, draft.model.eval()):
+        alone = measure_speculative_decoding(big_model, big_tok, PROMPTS, max_new_tokens=24)
+        assisted = measure_speculative_decoding(
+            big_model,
+            big_tok,
+            PROMPTS,
+            assistant=draft.model,
+            max_new_tokens=24,
+            num_assistant_tokens=4,
+            baseline=alone["outputs"],
+        )
+    assert assisted["lossless"], assisted["mismatched_prompts"]
+    assert assisted["draft_forwards"] > 0
+    assert not any("forward" in vars(m) for m in big_model.modules())

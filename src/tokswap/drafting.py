@@ -12,6 +12,9 @@ generation config, so it plugs in with no bridging:
     swapper.distill(dataset, teacher="Qwen/Qwen2.5-Coder-0.5B-Instruct")   # token-level, same vocabulary
     big.generate(**inputs, assistant_model=swapper.model, do_sample=False)
 
+On a CPU, wrap generation in `small_batch_matmul(big, draft)`: it makes the big model's verification forward
+(k + 1 tokens) cost about one token's forward, which PyTorch's own kernels do not.
+
 `measure_speculative_decoding` reports what a draft buys: acceptance rate, tokens per big-model forward and
 wall-clock tokens per second, against the big model alone, with a check that greedy outputs are identical.
 """
@@ -343,6 +346,65 @@ def frequency_ranked_head(draft, keep_ids: torch.Tensor):
         yield draft
     finally:
         draft.set_output_embeddings(head)
+
+
+# Up to this many rows, `small_batch_matmul` computes a linear layer as `(W @ x^T)^T`: the rows of one decoding or
+# verification step (1 + draft tokens) at batch size 1.
+SMALL_BATCH_ROWS = 8
+
+
+def _linear_of_few_rows(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """`F.linear(x, weight, bias)` for an `x` of few rows, as one matrix product with the rows as its columns."""
+    flat = x.reshape(-1, x.shape[-1])
+    out = torch.mm(weight, flat.T).T
+    if bias is not None:
+        out = out + bias
+    return out.reshape(*x.shape[:-1], weight.shape[0])
+
+
+@contextmanager
+def small_batch_matmul(*models, max_rows: int = SMALL_BATCH_ROWS):
+    """Compute the linear layers of `models` as `(W @ x^T)^T` for inputs of at most `max_rows` rows, while the
+    context is open (CPU inference).
+
+    Why: on a CPU, PyTorch's `linear` over 2 to 8 rows (a big model verifying 1 to 7 draft tokens) runs a
+    matrix-matrix kernel that can cost 2-3x its one-row (matrix-vector) call, so verification costs several
+    forwards instead of one and speculative decoding cannot pay (`bench/bench_draft.py` measures it). The same
+    product with the few rows as the columns of the right-hand side runs at about the one-row cost. Results equal
+    `linear`'s up to float rounding (the sums are taken in another order); inputs with more rows, on another
+    device, or that need gradients take the usual path. Every `nn.Linear` (the output layer included) and a draft's
+    `FrequencyRankedHead` are patched; their own `forward` is restored on exit.
+
+        with small_batch_matmul(big, draft):
+            big.generate(**inputs, assistant_model=draft, do_sample=False)
+    """
+    if max_rows < 1:
+        raise DraftError(f"max_rows must be >= 1, got {max_rows}.")
+
+    def patched(module):
+        def forward(x):
+            few = x.dim() >= 2 and x.numel() <= max_rows * x.shape[-1]
+            if few and x.device.type == "cpu" and not (torch.is_grad_enabled() and module.weight.requires_grad):
+                out = _linear_of_few_rows(x, module.weight, module.bias)
+                if isinstance(module, FrequencyRankedHead):
+                    logits = out.new_full((*out.shape[:-1], module.vocab_size), float("-inf"))
+                    return logits.index_copy_(-1, module.keep_ids, out)
+                return out
+            return type(module).forward(module, x)
+
+        return forward
+
+    touched = []
+    try:
+        for model in models:
+            for module in model.modules():
+                if isinstance(module, (torch.nn.Linear, FrequencyRankedHead)) and "forward" not in vars(module):
+                    module.forward = patched(module)
+                    touched.append(module)
+        yield models[0] if len(models) == 1 else models
+    finally:
+        for module in touched:
+            del module.forward
 
 
 # written beside a draft by `tokswap draft --frequency-ranked K`: the token ids its head may be restricted to
