@@ -1,5 +1,7 @@
 """Draft models for speculative decoding: exact vocabulary, generation settings, lossless assisted generation."""
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -313,12 +315,19 @@ def test_frequency_ranked_head_scores_only_the_kept_tokens_and_restores_the_head
 
 
 @pytest.mark.slow
-def test_a_frequency_ranked_draft_keeps_assisted_generation_lossless(pair, draft):
+@pytest.mark.parametrize(
+    "speedups", [("frequency_ranked_head",), ("small_batch_matmul",), ("frequency_ranked_head", "small_batch_matmul")]
+)
+def test_draft_speedups_keep_assisted_generation_lossless(pair, draft, speedups):
     _, _, big, big_tok = pair
     big_model = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
-    alone = measure_speculative_decoding(big_model, big_tok, PROMPTS, max_new_tokens=24)
     keep_ids, _ = rank_tokens_by_frequency(big_tok, TEXTS, keep=20)
-    with frequency_ranked_head(draft.model.eval(), keep_ids):
+    with contextlib.ExitStack() as stack:
+        if "frequency_ranked_head" in speedups:
+            stack.enter_context(frequency_ranked_head(draft.model.eval(), keep_ids))
+        if "small_batch_matmul" in speedups:
+            stack.enter_context(small_batch_matmul(big_model, draft.model.eval()))
+        alone = measure_speculative_decoding(big_model, big_tok, PROMPTS, max_new_tokens=24)  # run the same way
         assisted = measure_speculative_decoding(
             big_model,
             big_tok,
@@ -330,6 +339,7 @@ def test_a_frequency_ranked_draft_keeps_assisted_generation_lossless(pair, draft
         )
     assert assisted["lossless"], assisted["mismatched_prompts"]
     assert assisted["draft_forwards"] > 0
+    assert not any("forward" in vars(m) for m in [*big_model.modules(), *draft.model.modules()])  # all restored
 
 
 def test_small_batch_matmul_matches_linear_for_few_rows_and_restores_the_layers():
@@ -363,23 +373,3 @@ def test_small_batch_matmul_matches_linear_for_few_rows_and_restores_the_layers(
     with pytest.raises(DraftError):
         with small_batch_matmul(layer, max_rows=0):
             pass
-
-
-@pytest.mark.slow
-def test_small_batch_matmul_keeps_assisted_generation_lossless(pair, draft):
-    _, _, big, big_tok = pair
-    big_model = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
-    with small_batch_matmul(big_model, draft.model.eval()):
-        alone = measure_speculative_decoding(big_model, big_tok, PROMPTS, max_new_tokens=24)
-        assisted = measure_speculative_decoding(
-            big_model,
-            big_tok,
-            PROMPTS,
-            assistant=draft.model,
-            max_new_tokens=24,
-            num_assistant_tokens=4,
-            baseline=alone["outputs"],
-        )
-    assert assisted["lossless"], assisted["mismatched_prompts"]
-    assert assisted["draft_forwards"] > 0
-    assert not any("forward" in vars(m) for m in big_model.modules())
