@@ -40,6 +40,8 @@ DERIVED = {
     "4.9": "code acceptance at three draft tokens, distilled 43.6% - UAG 38.7% (draft.md)",
     "0.07": "best code speed-up, restricted draft 1.21x - UAG 1.14x (draft_small_batch_matmul.md)",
     "0.04": "best prose speed-up, restricted draft 1.35x - UAG 1.31x (draft_small_batch_matmul.md)",
+    "0.13": "best prose speed-up, restricted draft 1.36x - UAG 1.23x (draft_small_batch_matmul_run2.md)",
+    "0.12": "best code speed-up, restricted draft 1.25x - UAG 1.13x (draft_small_batch_matmul_run2.md)",
 }
 DECIMAL = re.compile(r"(?<![\w.])-?\d+\.\d+(?![\w.])")
 
