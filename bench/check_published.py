@@ -30,7 +30,7 @@ DERIVED = {
     "0.022": "1.600 - 1.578 at 200 steps (leaderboard.jsonl, seed 1)",
     "3.4": "one standard error of an accuracy near 0.62 on 200 questions: sqrt(0.62 * 0.38 / 200), in points",
     "0.097": "1.697 - 1.600 at 200 steps (leaderboard.md)",
-    "0.034": "training 1.741 - 1.707 at 50 steps (leaderboard.md)",
+    "0.037": "training 1.741 - 1.704 at 50 steps (leaderboard.md)",
     "1.39": "random 3.552 - TokAlign 2.165 after 36 steps, seed 0 (training_bench.json)",
     "1.24": "random 3.439 - TokAlign 2.196 after 36 steps, seed 1 (training_bench_seed1.json)",
     "0.03": "TokAlign after stage 2, 2.196 - 2.165 across seeds (training_bench*.json)",
