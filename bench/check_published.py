@@ -2,6 +2,10 @@
 
     python bench/check_published.py            # lists the untraced numbers, exit 1 if there are any
 
+It also lists results files with no command that made them: a file is covered when it, or a file of the same name
+with another suffix, holds a `python bench/...` command, or when a paragraph of README.md or bench/RESULTS.md names it
+together with one.
+
 A published number with d decimals is traced when some number in a results file (markdown, JSON, JSONL) rounds to
 it at d decimals, as itself or x100 (a fraction published as a percentage). Integers and version-like strings are
 not checked: they are counts, settings and names more often than measurements. A traced number can still be the
@@ -71,6 +75,26 @@ def untraced(text: str, values: list[float]) -> list[str]:
     return missing
 
 
+COMMAND = re.compile(r"python bench/\w+\.py")
+
+
+def uncommanded() -> list[str]:
+    """Results files (not images) whose making command is neither in them, nor in a same-named sibling, nor in a
+    published paragraph that names them."""
+    paragraphs = [p for path in PUBLISHED for p in re.split(r"\n\s*\n", path.read_text())]
+    cited = [p for p in paragraphs if COMMAND.search(p)]
+    missing = []
+    for path in sorted(RESULTS.iterdir()):
+        if path.suffix not in (".md", ".json", ".jsonl"):
+            continue
+        siblings = [p for p in RESULTS.glob(path.stem + ".*") if p.suffix in (".md", ".json", ".jsonl")]
+        if any(COMMAND.search(p.read_text()) for p in siblings):
+            continue
+        if not any(path.name in p for p in cited):
+            missing.append(path.name)
+    return missing
+
+
 def main() -> int:
     values = result_values()
     found = 0
@@ -79,7 +103,11 @@ def main() -> int:
             print(f"{path.relative_to(REPO)}:{item}")
             found += 1
     print(f"{found} untraced decimal numbers", file=sys.stderr)
-    return 1 if found else 0
+    orphans = uncommanded()
+    for name in orphans:
+        print(f"bench/results/{name}: no command that makes it (in it, a sibling, or beside its name)")
+    print(f"{len(orphans)} results files without their command", file=sys.stderr)
+    return 1 if found or orphans else 0
 
 
 if __name__ == "__main__":
