@@ -58,6 +58,8 @@ def parse_args(argv=None):
                         help="time every arm (the big model alone too) inside tokswap.drafting.small_batch_matmul: "
                              "linear layers over <= 8 rows as (W @ x^T)^T, the verification forward's fast path on CPU; "
                              "the forward costs are measured with and without it")
+    parser.add_argument("--draft-dtype", default="float32", choices=["float32", "bfloat16"],
+                        help="precision of every draft (UAG's SmolLM2 too) while timing; the big model stays float32")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (timings are per this many cores)")
     parser.add_argument("--quick", action="store_true", help="2 prompts, 16 tokens, 2 distillation steps")
     parser.add_argument("--cache", default=None,
@@ -128,13 +130,13 @@ def windows(texts: list, tokenizer, length: int) -> list:
 
 
 # ------------------------------------------------------------------------------------------ models
-def load(name):
+def load(name, dtype=torch.float32):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from tokswap.offline import assets
 
     folder = assets.model_path(name)
-    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(folder)
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval(), AutoTokenizer.from_pretrained(folder)
 
 
 def swapped_draft(big_folder, corpus: list):
@@ -312,7 +314,9 @@ def render(rows: list) -> str:
              "draft tokens (for UAG, proposed tokens are the draft's own); speed-up = tokens per second / the big "
              "model alone's in the same run. Lossless: every output equals the big model's alone."
              + (" Every arm, the big model alone included, ran inside `tokswap.drafting.small_batch_matmul` (linear "
-                "layers over at most 8 rows computed as (W @ x^T)^T)." if meta.get("small_batch_matmul") else ""), "",
+                "layers over at most 8 rows computed as (W @ x^T)^T)." if meta.get("small_batch_matmul") else "")
+             + (f" Every draft (UAG's original SmolLM2-135M too) ran in {meta['draft_dtype']}, the big model in "
+                "float32." if meta.get("draft_dtype", "float32") != "float32" else ""), "",
              f"The big model (an unlabelled GGUF upload, pinned by sha256) has perplexity "
              f"{meta.get('big_model_humaneval_perplexity')} on HumanEval prompts + canonical solutions (first 20).", "",
              "| arm | draft tokens | code: acceptance | code: tokens/forward | code: tok/s | code: speed-up "
@@ -483,7 +487,7 @@ def main(argv=None) -> int:
              "prompts": args.prompts, "max_new_tokens": args.max_new_tokens, "threads": args.threads,
              "distill_batch": args.distill_batch, "distill_length": args.distill_length,
              "machine": f"{platform.machine()} CPU", "torch": torch.__version__,
-             "small_batch_matmul": args.small_batch_matmul}]
+             "small_batch_matmul": args.small_batch_matmul, "draft_dtype": args.draft_dtype}]
     rows[0]["big_model_humaneval_perplexity"] = round(code_perplexity(big, big_tok, 2 if args.quick else 20), 3)
     print(rows[0], flush=True)
     if previous:
@@ -494,9 +498,11 @@ def main(argv=None) -> int:
     if args.distill_only:
         print({name: log for name, log in logs.items()})
         return 0
+    draft_dtype = getattr(torch, args.draft_dtype)  # drafts are made and distilled in float32, timed in this
+    drafts = {name: model.to(draft_dtype) for name, model in drafts.items()}
     from tokswap.drafting import decode_step_seconds, expected_speedup, frequency_ranked_head
 
-    small, small_tok = load(SMALL)
+    small, small_tok = load(SMALL, draft_dtype)
     with matmul_context(args, big, small, drafts["swapped"]):
         costs = forward_costs(big, big_tok, small, small_tok, drafts["swapped"], prompts["code"][0],
                               args.num_assistant_tokens)
@@ -551,7 +557,7 @@ def main(argv=None) -> int:
 
     uag = "UAG: original SmolLM2-135M + its tokenizer"
     if any((uag, n) not in done for n in args.num_assistant_tokens):
-        small, small_tok = load(SMALL)
+        small, small_tok = load(SMALL, draft_dtype)
         sweep(uag, small, small_tok)
         del small
     sweep("swapped SmolLM2 draft, not distilled", drafts["swapped"])

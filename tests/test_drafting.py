@@ -1,6 +1,7 @@
 """Draft models for speculative decoding: exact vocabulary, generation settings, lossless assisted generation."""
 
 import contextlib
+import copy
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from tokswap.drafting import (
     expected_speedup,
     frequency_ranked_head,
     greedy_agreement,
+    load_draft_pair,
     load_frequency_ranked_tokens,
     measure_speculative_decoding,
     rank_tokens_by_frequency,
@@ -99,6 +101,15 @@ def test_draft_has_the_big_models_exact_vocabulary_and_settings(pair, draft):
     assert draft.model.generation_config.eos_token_id == big_model.generation_config.eos_token_id
     assert draft.swap_record["draft_for"] == str(big)
     check_draft_compatible(big_model, draft.model)
+
+
+def test_load_draft_pair_can_load_the_draft_alone_in_bfloat16(pair, draft, tmp_path):
+    _, _, big, _ = pair
+    draft.save_pretrained(tmp_path / "draft")
+    model, tokenizer, assistant = load_draft_pair(big, tmp_path / "draft", draft_dtype=torch.bfloat16)
+    assert model.dtype == torch.float32 and assistant.dtype == torch.bfloat16
+    assert assistant.config.vocab_size == model.config.vocab_size
+    assert tokenizer.eos_token_id == model.generation_config.eos_token_id
 
 
 @pytest.mark.slow
@@ -316,30 +327,39 @@ def test_frequency_ranked_head_scores_only_the_kept_tokens_and_restores_the_head
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "speedups", [("frequency_ranked_head",), ("small_batch_matmul",), ("frequency_ranked_head", "small_batch_matmul")]
+    "speedups",
+    [
+        ("frequency_ranked_head",),
+        ("small_batch_matmul",),
+        ("bfloat16_draft",),
+        ("frequency_ranked_head", "small_batch_matmul", "bfloat16_draft"),
+    ],
 )
 def test_draft_speedups_keep_assisted_generation_lossless(pair, draft, speedups):
     _, _, big, big_tok = pair
     big_model = transformers.AutoModelForCausalLM.from_pretrained(big).eval()
     keep_ids, _ = rank_tokens_by_frequency(big_tok, TEXTS, keep=20)
+    assistant = draft.model.eval()
+    if "bfloat16_draft" in speedups:  # a float32 big model verifies a bfloat16 draft
+        assistant = copy.deepcopy(assistant).to(torch.bfloat16)
     with contextlib.ExitStack() as stack:
         if "frequency_ranked_head" in speedups:
-            stack.enter_context(frequency_ranked_head(draft.model.eval(), keep_ids))
+            stack.enter_context(frequency_ranked_head(assistant, keep_ids))
         if "small_batch_matmul" in speedups:
-            stack.enter_context(small_batch_matmul(big_model, draft.model.eval()))
+            stack.enter_context(small_batch_matmul(big_model, assistant))
         alone = measure_speculative_decoding(big_model, big_tok, PROMPTS, max_new_tokens=24)  # run the same way
         assisted = measure_speculative_decoding(
             big_model,
             big_tok,
             PROMPTS,
-            assistant=draft.model,
+            assistant=assistant,
             max_new_tokens=24,
             num_assistant_tokens=4,
             baseline=alone["outputs"],
         )
     assert assisted["lossless"], assisted["mismatched_prompts"]
     assert assisted["draft_forwards"] > 0
-    assert not any("forward" in vars(m) for m in [*big_model.modules(), *draft.model.modules()])  # all restored
+    assert not any("forward" in vars(m) for m in [*big_model.modules(), *assistant.modules()])  # all restored
 
 
 def test_small_batch_matmul_matches_linear_for_few_rows_and_restores_the_layers():
