@@ -190,7 +190,10 @@ def measure_speculative_decoding(
 
 
 def load_draft_pair(
-    big: Union[str, os.PathLike], draft: Union[str, os.PathLike], draft_dtype: Optional[torch.dtype] = None, **model_kwargs
+    big: Union[str, os.PathLike],
+    draft: Union[str, os.PathLike],
+    draft_dtype: Optional[torch.dtype] = None,
+    **model_kwargs,
 ):
     """(big model, its tokenizer, draft model) loaded with plain transformers, checked to share the vocabulary.
 
