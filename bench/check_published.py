@@ -28,7 +28,6 @@ DERIVED = {
     "14.4": "num_bytes 14431914 in MB (alignment.md)",
     "15.9": "gap closed 46.5% - 30.6% at 200 steps (leaderboard.md)",
     "0.052": "1.793 - 1.741 at 50 steps; 1.600 - 1.548 at 200 steps, seed 0 (leaderboard.md)",
-    "22.0": "gap closed 52.6% - 30.6% at 200 steps (leaderboard.md)",
     "3.5": "ARC-Easy 0.500 - 0.465 at 200 steps, in points (leaderboard.md)",
     "4.2": "PIQA 0.655 - 0.613 at 200 steps, in points (leaderboard.md)",
     "0.022": "1.600 - 1.578 at 200 steps (leaderboard.jsonl, seed 1)",
@@ -42,12 +41,12 @@ DERIVED = {
     "12.3": "code acceptance at one draft token, distilled 59.5% - UAG 47.2% (draft.md)",
     "7.1": "code acceptance at two draft tokens, distilled 50.9% - UAG 43.8% (draft.md)",
     "4.9": "code acceptance at three draft tokens, distilled 43.6% - UAG 38.7% (draft.md)",
-    "0.07": "best code speed-up, restricted draft 1.21x - UAG 1.14x (draft_small_batch_matmul.md)",
-    "0.04": "best prose speed-up, restricted draft 1.35x - UAG 1.31x (draft_small_batch_matmul.md)",
-    "0.13": "best prose speed-up, restricted draft 1.36x - UAG 1.23x (draft_small_batch_matmul_run2.md)",
-    "0.12": "best code speed-up, restricted draft 1.25x - UAG 1.13x (draft_small_batch_matmul_run2.md)",
+    "13.3": "code acceptance at one draft token in bfloat16, distilled 60.5% - UAG 47.2% (draft_bf16_runs.md)",
+    "0.09": "best code speed-up in run 1, 16,384-token draft 1.41x - UAG 1.32x (draft_bf16_runs.md)",
+    "0.14": "best code speed-up in run 2, 16,384-token draft 1.46x - UAG 1.32x (draft_bf16_runs.md)",
+    "0.27": "best code speed-up in run 3, 16,384-token draft 1.51x - UAG 1.24x (draft_bf16_runs.md)",
 }
-DECIMAL = re.compile(r"(?<![\w.])-?\d+\.\d+(?![\w.])")
+DECIMAL = re.compile(r"(?<![\w.])-?\d+\.\d+(?=x\b|(?![\w.]))")  # "1.41x" (a speed-up) counts too
 
 
 def result_values() -> list[float]:
