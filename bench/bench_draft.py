@@ -52,6 +52,8 @@ def parse_args(argv=None):
     parser.add_argument("--distill-batch", type=int, default=4)
     parser.add_argument("--distill-length", type=int, default=128, help="tokens per distillation sequence")
     parser.add_argument("--lr", type=float, default=2e-4)
+    parser.add_argument("--temperature", type=float, default=1.0,
+                        help="distillation temperature (a draft distilled at T != 1 is cached and labelled apart)")
     parser.add_argument("--divergences", nargs="+", default=["forward_kl"], choices=["forward_kl", "reverse_kl", "jsd"])
     parser.add_argument("--frequency-ranked", type=int, nargs="*", default=[], metavar="K",
                         help="also run each distilled draft with its output layer restricted to the K most frequent "
@@ -166,13 +168,13 @@ def distill(swapper, big, corpus: list, divergence: str, args) -> dict:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tokswap-draft-bench-") as workdir:
         config = TokenDistillationConfig(
-            output_dir=workdir, alpha=0.0, temperature=1.0, divergence=divergence, max_steps=args.distill_steps,
+            output_dir=workdir, alpha=0.0, temperature=args.temperature, divergence=divergence, max_steps=args.distill_steps,
             per_device_train_batch_size=args.distill_batch, max_length=args.distill_length, packing=False,
             learning_rate=args.lr, lr_scheduler_type="cosine", warmup_steps=0.05, logging_steps=10,
             save_steps=10**9, report_to=[], seed=0)
         result = swapper.distill(dataset, big, config)
     losses = [(e["step"], e["loss"]) for e in result.state.log_history if "loss" in e]
-    return {"steps": args.distill_steps, "windows": len(texts), "losses": losses,
+    return {"steps": args.distill_steps, "windows": len(texts), "losses": losses, "temperature": args.temperature,
             "seconds": round(time.perf_counter() - started, 1)}
 
 
@@ -196,7 +198,8 @@ def make_drafts(big, corpus: list, args):
     cache = Path(args.cache) if args.cache else None
     drafts, logs = {}, {}
     for name in ["swapped", *args.divergences]:
-        folder = cache / f"{name}-{args.distill_steps}" if cache else None
+        tag = f"{name}-T{args.temperature:g}" if name != "swapped" and args.temperature != 1.0 else name
+        folder = cache / f"{tag}-{args.distill_steps}" if cache else None
         if folder is not None and (folder / "draft_log.json").is_file():
             drafts[name] = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
             logs[name] = json.loads((folder / "draft_log.json").read_text())
@@ -277,8 +280,13 @@ def frequency_ranked_sets(big_tok, corpus: list, held_out: dict, sizes: list) ->
     return out
 
 
-def frequency_ranked_label(divergence: str, k: int) -> str:
-    return f"swapped + distilled ({divergence}), head: {k} most frequent tokens"
+def distilled_label(divergence: str, args) -> str:
+    """The arm's name: the divergence, and the temperature when it is not 1."""
+    return f"swapped + distilled ({divergence}{f', T={args.temperature:g}' if args.temperature != 1.0 else ''})"
+
+
+def frequency_ranked_label(label: str, k: int) -> str:
+    return f"{label}, head: {k} most frequent tokens"
 
 
 def reset_assistant_config(model) -> None:
@@ -376,7 +384,8 @@ def render(rows: list) -> str:
     for row in rows:
         if row.get("arm") == "distillation":
             first, last = row["losses"][0][1] if row["losses"] else None, row["losses"][-1][1] if row["losses"] else None
-            lines.append(f"\nDistillation ({row['divergence']}): {row['steps']} steps of {meta.get('distill_batch')} x "
+            temperature = f", T={row['temperature']:g}" if row.get("temperature", 1.0) != 1.0 else ""
+            lines.append(f"\nDistillation ({row['divergence']}{temperature}): {row['steps']} steps of {meta.get('distill_batch')} x "
                          f"{meta.get('distill_length')} tokens on {row['windows']} windows, loss {first} -> {last}, "
                          f"{row['seconds']} s.")
     if meta.get("runs"):
@@ -576,12 +585,12 @@ def main(argv=None) -> int:
             "draft_to_big_ratio": round(seconds / (costs["big_ms"] / 1000), 3)}
         print(k, costs["frequency_ranked"][str(k)], flush=True)
     for name, model in drafts.items():
-        arm = "swapped SmolLM2 draft, not distilled" if name == "swapped" else f"swapped + distilled ({name})"
+        arm = "swapped SmolLM2 draft, not distilled" if name == "swapped" else distilled_label(name, args)
         rows.append(agreement_row(arm, big, big_tok, model, texts))
         print(rows[-1], flush=True)
         for k, (keep_ids, _) in ranked.items() if name != "swapped" else ():
             with frequency_ranked_head(model, keep_ids):
-                rows.append(agreement_row(frequency_ranked_label(name, k), big, big_tok, model, texts))
+                rows.append(agreement_row(frequency_ranked_label(arm, k), big, big_tok, model, texts))
             print(rows[-1], flush=True)
     if args.agreement_only:
         rows += [{"arm": "distillation", "divergence": d, **logs[d]} for d in args.divergences]
@@ -615,10 +624,10 @@ def main(argv=None) -> int:
     sweep("swapped SmolLM2 draft, not distilled", drafts["swapped"])
     for divergence in args.divergences:
         rows.append({"arm": "distillation", "divergence": divergence, **logs[divergence]})
-        sweep(f"swapped + distilled ({divergence})", drafts[divergence])
+        sweep(distilled_label(divergence, args), drafts[divergence])
         for k, (keep_ids, _) in ranked.items():
             with frequency_ranked_head(drafts[divergence], keep_ids):
-                sweep(frequency_ranked_label(divergence, k), drafts[divergence])
+                sweep(frequency_ranked_label(distilled_label(divergence, args), k), drafts[divergence])
     write(rows, args.output)
     print(render(rows))
     return 0
