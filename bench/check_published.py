@@ -28,7 +28,9 @@ DERIVED = {
     "14.4": "num_bytes 14431914 in MB (alignment.md)",
     "15.9": "gap closed 46.5% - 30.6% at 200 steps (leaderboard.md)",
     "0.052": "1.793 - 1.741 at 50 steps; 1.600 - 1.548 at 200 steps, seed 0 (leaderboard.md)",
-    "3.5": "ARC-Easy 0.500 - 0.465 at 200 steps, in points (leaderboard.md)",
+    "3.5": "ARC-Easy 0.500 - 0.465 at 200 steps, in points (leaderboard.md); code agreement at T = 1 52.1% - T = 2 "
+    "48.6% (draft_divergence.md, draft_temperature.md)",
+    "1.9": "prose agreement at T = 1 57.5% - T = 2 55.6% (draft_divergence.md, draft_temperature.md)",
     "4.2": "PIQA 0.655 - 0.613 at 200 steps, in points (leaderboard.md)",
     "0.022": "1.600 - 1.578 at 200 steps (leaderboard.jsonl, seed 1)",
     "3.4": "one standard error of an accuracy near 0.62 on 200 questions: sqrt(0.62 * 0.38 / 200), in points",
