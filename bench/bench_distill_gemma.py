@@ -60,6 +60,8 @@ def main(argv=None) -> int:
     parser.add_argument("--alphas", default="1.0,0.5", help="comma-separated alphas; 1.0 = plain CE")
     parser.add_argument("--out", default="bench/results")
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="training seed (batch order, trainer); seed N > 0 writes distill_gemma_seedN.json")
     args = parser.parse_args(argv)
 
     import tempfile
@@ -75,12 +77,12 @@ def main(argv=None) -> int:
     from tokswap.evaluation import bits_per_byte
     from tokswap.swapper import TokenizerSwapper
 
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="tokswap-bench-distill-"))
     corpus = build_corpus(total_bytes=args.corpus_bytes, seed=0)
-    train = corpus["train"].select_columns(["text"]).shuffle(seed=0)
+    train = corpus["train"].select_columns(["text"]).shuffle(seed=args.seed)
     heldout = [t for t in corpus["test"]["text"] if len(t) > 200][: args.heldout_texts]
 
     tokenizer = load_tokenizer("gemma3")
@@ -115,7 +117,7 @@ def main(argv=None) -> int:
             output_dir=str(workdir / f"alpha{alpha}"), alpha=alpha, max_steps=args.steps,
             learning_rate=args.learning_rate, lr_scheduler_type="cosine", warmup_steps=0.03, weight_decay=0.01,
             per_device_train_batch_size=args.batch_size, max_length=args.max_length, packing=True,
-            logging_steps=1, save_strategy="no", report_to=[], seed=0, dataset_num_proc=None,
+            logging_steps=1, save_strategy="no", report_to=[], seed=args.seed, dataset_num_proc=None,
         )
         started = time.perf_counter()
         trainer = distill(student, tokenizer, teacher, train, config, teacher_tokenizer=tokenizer)
@@ -130,7 +132,8 @@ def main(argv=None) -> int:
         results["runs"][label] = run
         del swapper, student, trainer
 
-    with open(out / "distill_gemma.json", "w") as handle:
+    name = "distill_gemma.json" if args.seed == 0 else f"distill_gemma_seed{args.seed}.json"
+    with open(out / name, "w") as handle:
         json.dump(results, handle, indent=2)
     print(f"teacher (Gemma-3-270M) held-out bits per byte: {results['teacher_heldout_bpb']:.3f}")
     print("| arm | bpb before | bpb after | KL before (nats/token) | KL after | train CE last 5 | train KL last 5 |")
