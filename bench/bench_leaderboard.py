@@ -73,6 +73,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="per domain, whole documents are held out until at least this many bytes")
     parser.add_argument("--corpus-bytes", type=int, default=4_000_000,
                         help="alignment/training corpus size, split evenly across domains")
+    parser.add_argument("--tail-heldout-bytes", type=int, default=0,
+                        help="score instead on whole documents from the END of each domain's list, at least this many "
+                             "bytes per domain (past the corpus, so never in it); the corpus stays the one "
+                             "--heldout-bytes gives, so alignments and training batches are unchanged")
     parser.add_argument("--glove-dim", type=int, default=300)
     parser.add_argument("--glove-iterations", type=int, default=15)
     parser.add_argument("--donor", default=None,
@@ -132,7 +136,9 @@ def command_line(argv) -> str:
 
 def run_config(args) -> dict:
     """What makes two rows comparable (besides phase/target/method/seed)."""
-    return {"heldout_bytes": args.heldout_bytes, "domains": list(args.domains), "corpus_bytes": args.corpus_bytes,
+    # the key exists only for a tail held-out set, so rows scored on the head set keep matching their config
+    tail = {"tail_heldout_bytes": args.tail_heldout_bytes} if args.tail_heldout_bytes else {}
+    return {**tail, "heldout_bytes": args.heldout_bytes, "domains": list(args.domains), "corpus_bytes": args.corpus_bytes,
             "glove_dim": args.glove_dim, "glove_iterations": args.glove_iterations, "window_tokens": WINDOW_TOKENS}
 
 
@@ -156,12 +162,14 @@ def dedupe(items: list) -> list:
     return out
 
 
-def split_documents(docs: dict, domains, heldout_bytes: int, corpus_bytes: int):
+def split_documents(docs: dict, domains, heldout_bytes: int, corpus_bytes: int, tail_heldout_bytes: int = 0):
     """Held-out whole documents per domain, and the training pieces of the other documents.
 
     Returns `(heldout, pieces)`: `heldout[domain] = (text, [document indices])`, the text being the
     held-out documents joined by blank lines (never cut); `pieces` a list of `(domain, document index,
     piece)`, long documents cut into `PIECE_CHARS`-character pieces, about `corpus_bytes` in all.
+    With `tail_heldout_bytes`, the held-out documents are instead the last ones of each domain, at least that many
+    bytes, and the pieces are unchanged (the first `heldout_bytes` of documents are then in neither).
     """
     heldout, pieces = {}, []
     per_domain = corpus_bytes // len(domains)
@@ -182,12 +190,25 @@ def split_documents(docs: dict, domains, heldout_bytes: int, corpus_bytes: int):
                     break
             if budget >= per_domain:
                 break
+    if tail_heldout_bytes:
+        heldout = {domain: tail_documents(dedupe(docs[domain]), tail_heldout_bytes) for domain in domains}
     return heldout, pieces
+
+
+def tail_documents(items: list, min_bytes: int) -> tuple:
+    """The last whole documents of `items`, at least `min_bytes` in all, in their original order."""
+    taken, used = [], 0
+    for index in range(len(items) - 1, -1, -1):
+        if used >= min_bytes:
+            break
+        used += len(items[index].encode("utf-8"))
+        taken.insert(0, index)
+    return "\n\n".join(items[k] for k in taken), taken
 
 
 def assert_disjoint(heldout: dict, pieces: list) -> None:
     """No training piece comes from a held-out document, nor occurs verbatim in held-out text."""
-    for domain, (text, indices) in heldout.items():
+    for domain, (_text, indices) in heldout.items():
         used = {index for d, index, _ in pieces if d == domain}
         assert not used & set(indices), f"{domain}: held-out documents {sorted(used & set(indices))} are in training"
     held_texts = [text for text, _ in heldout.values()]
@@ -322,8 +343,6 @@ def paired_difference(swapped: str, original: str) -> tuple:
 def load_source_model():
     from transformers import AutoModelForCausalLM
 
-    from tokswap.loading import load_tokenizer
-
     from tokswap.offline import assets
 
     return AutoModelForCausalLM.from_pretrained(assets.model_path(SOURCE_MODEL), dtype=torch.float32).eval()
@@ -331,7 +350,6 @@ def load_source_model():
 
 def load_target_tokenizer(name: str):
     from tokswap.loading import load_tokenizer
-    from tokswap.offline import assets
 
     tokenizer = load_tokenizer(name)
     if tokenizer.eos_token is None and "<|end_of_text|>" in tokenizer.get_vocab():
@@ -473,8 +491,6 @@ def run_original(args, argv, heldout: dict, source_tok, rows: list) -> None:
 def load_donor(name: str, target_tok):
     """A model asset that uses `target_tok`'s vocabulary (its padding rows aside), to serve as a donor space."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from tokswap.loading import load_tokenizer
 
     from tokswap.offline import assets
 
@@ -714,7 +730,11 @@ def portable(command: str) -> str:
 
 
 def config_label(config: dict) -> str:
-    return (f"held-out >= {config['heldout_bytes']} B/domain of whole documents ({', '.join(config['domains'])}); "
+    heldout = (f"held-out >= {config['tail_heldout_bytes']} B/domain of whole documents from the end of each domain's "
+               f"list ({', '.join(config['domains'])}; corpus as with {config['heldout_bytes']} B held out at the start)"
+               if config.get("tail_heldout_bytes") else
+               f"held-out >= {config['heldout_bytes']} B/domain of whole documents ({', '.join(config['domains'])})")
+    return (f"{heldout}; "
             f"corpus {config['corpus_bytes']:,} B; GloVe dim {config['glove_dim']}, {config['glove_iterations']} "
             f"iterations; {config['window_tokens']}-token windows")
 
@@ -895,11 +915,11 @@ def main(argv=None) -> int:
         print(write_table(args.output))
         return 0
     from tokswap.loading import load_tokenizer
-    from tokswap.offline import assets
 
     torch.manual_seed(0)
     started = time.perf_counter()
-    heldout, pieces = split_documents(load_domain_documents(), args.domains, args.heldout_bytes, args.corpus_bytes)
+    heldout, pieces = split_documents(load_domain_documents(), args.domains, args.heldout_bytes, args.corpus_bytes,
+                                     args.tail_heldout_bytes)
     assert_disjoint(heldout, pieces)
     train_texts = [piece for _, _, piece in pieces]
     print(f"corpus: {len(train_texts)} pieces, {sum(len(t.encode()) for t in train_texts):,} B; held-out: "
