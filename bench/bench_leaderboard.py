@@ -15,6 +15,10 @@ rows already there are skipped; writes bench/results/leaderboard.md at the end):
     python bench/bench_leaderboard.py --train    # ... + phase "train" (3 arms x 2 seeds on qwen2.5)
     python bench/bench_leaderboard.py --table    # re-render the markdown from the jsonl
 
+A bigger held-out set with the same corpus, alignments and training batches: `--tail-heldout-bytes 20000` scores
+on whole documents from the end of each domain's list instead (20-33 kB per domain here, past every document the
+corpus takes); its rows form a setting of their own in the markdown.
+
 Development (tiny budgets, never into bench/results):
 
     python bench/bench_leaderboard.py --quick --targets qwen2.5 --methods fvt mean \\

@@ -26,25 +26,30 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def new_token_questions(task: str, n: int, source_vocab: set, target_tok) -> tuple:
     """Per question of `task` (its first `n`, in the scorer's order): where it holds a target token the source lacks
     ("choice": in a scored continuation, "context only", or "none"), and the most frequent such tokens (anywhere, in
-    a choice)."""
+    a choice). With `gold_side=True` a fourth value: per question, whether the gold choice's scored tokens hold more
+    new tokens than every other choice ("gold more"), fewer than some other ("gold fewer"), or as many ("equal")."""
     from tokswap.evaluation.zero_shot import load_task
 
     def tokens(text: str) -> list:
         return target_tok.convert_ids_to_tokens(target_tok(text, add_special_tokens=False).input_ids)
 
-    places, counts, choice_counts = [], collections.Counter(), collections.Counter()
+    places, counts, choice_counts, sides = [], collections.Counter(), collections.Counter(), []
     for example in load_task(task, limit=n):
-        in_context, in_choice = set(), set()
+        in_context, in_choice, per_choice = set(), set(), []
         for context, continuation in zip(example.contexts, example.continuations):
             context_tokens = tokens(context)
             whole = tokens(context + continuation)
             in_context.update(t for t in context_tokens if t not in source_vocab)
             # the scored tokens: what the whole text adds after the context's tokens (the scorer's split)
-            in_choice.update(t for t in whole[len(context_tokens):] if t not in source_vocab)
+            scored_new = [t for t in whole[len(context_tokens):] if t not in source_vocab]
+            in_choice.update(scored_new)
+            per_choice.append(len(scored_new))
         places.append("choice" if in_choice else "context only" if in_context else "none")
         counts.update(in_context | in_choice)
         choice_counts.update(in_choice)
-    return places, counts, choice_counts
+        gold, others = per_choice[example.gold], per_choice[: example.gold] + per_choice[example.gold + 1 :]
+        sides.append("gold more" if gold > max(others) else "gold fewer" if gold < max(others) else "equal")
+    return places, counts, choice_counts, sides
 
 
 def main() -> int:
@@ -60,7 +65,8 @@ def main() -> int:
              "SmolLM2's vocabulary (a row the swap initialized). Difference: swapped minus unswapped accuracy on the "
              "same questions, in points, ± the standard error of the per-question difference. The questions with a new token "
              "are split further by where it is: in a choice's scored tokens (what the scorer sums the log-likelihood "
-             "over), or only in the context (e.g. PIQA's `?\\n` before `Answer:`).", "",
+             "over), or only in the context (e.g. PIQA's `?\\n` before `Answer:`); those in a choice by whether the gold "
+             "choice holds more new tokens than the others, fewer, or as many.", "",
              "| arm | scored | task | questions | group | questions in group | difference (points) | lost | gained |",
              "|---|---|---|---:|---|---:|---:|---:|---:|"]
     top = {}
@@ -73,13 +79,20 @@ def main() -> int:
                 original = originals.get((task, result["num_examples"]))
                 if "correct" not in result or original is None:
                     continue
-                places, counts, choice_counts = new_token_questions(task, result["num_examples"], source_vocab,
-                                                                    target_tok)
+                places, counts, choice_counts, sides = new_token_questions(task, result["num_examples"],
+                                                                           source_vocab, target_tok)
                 top[task] = (counts, choice_counts)
-                for label, wanted in (("with a new token", ("choice", "context only")), ("without", ("none",)),
-                                      ("... in a scored choice", ("choice",)),
-                                      ("... in the context only", ("context only",))):
-                    pick = [k for k, place in enumerate(places) if place in wanted]
+                any_side = ("gold more", "gold fewer", "equal")
+                # the scorer sums log-likelihoods: which side the new tokens sit on says whether they pull it toward
+                # or away from the gold choice
+                groups = [("with a new token", ("choice", "context only"), any_side), ("without", ("none",), any_side),
+                          ("... in a scored choice", ("choice",), any_side),
+                          ("... in the context only", ("context only",), any_side),
+                          ("... the gold choice holds more new tokens", ("choice",), ("gold more",)),
+                          ("... the gold choice holds fewer", ("choice",), ("gold fewer",)),
+                          ("... as many in every choice", ("choice",), ("equal",))]
+                for label, wanted, wanted_sides in groups:
+                    pick = [k for k in range(len(places)) if places[k] in wanted and sides[k] in wanted_sides]
                     swapped = "".join(result["correct"][k] for k in pick)
                     unswapped = "".join(original["correct"][k] for k in pick)
                     diff, se = lb.paired_difference(swapped, unswapped) if len(pick) > 1 else (float("nan"),) * 2
