@@ -27,6 +27,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="pass --quick to the demo")
+    parser.add_argument("--seed", type=int, default=None, help="pass --seed to the demo (its swap and training seed)")
     parser.add_argument("--output", default=str(REPO / "bench/results/demo_run.json"))
     args = parser.parse_args(argv)
 
@@ -34,7 +35,7 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="tokswap-bench-demo-") as tmp:
         demo_argv = ["tokswap", "demo", "--output", str(Path(tmp) / "demo"), "--no-progress"] + (
-            ["--quick"] if args.quick else [])
+            ["--quick"] if args.quick else []) + (["--seed", str(args.seed)] if args.seed is not None else [])
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "tokswap.cli", *demo_argv[1:]], check=True)
         wall = time.perf_counter() - started
@@ -44,7 +45,7 @@ def main(argv=None) -> int:
         results = json.loads(text.replace(json.dumps(str(Path(tmp)))[1:-1], "<temporary folder>"))
     results = portable({k: v for k, v in results.items() if k not in ("output", "plot", "heldout_file", "verify_command")})
     command = shlex.join(["python", "bench/bench_demo.py", *argv])
-    record = {"command": command, "demo_command": "tokswap demo" + (" --quick" if args.quick else ""),
+    record = {"command": command, "demo_command": shlex.join(demo_argv[:2] + demo_argv[5:]),
               "wall_seconds": round(wall, 1), "peak_rss_gib": round(peak_gib, 2), **results}
     output = Path(args.output)
     output.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

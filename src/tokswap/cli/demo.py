@@ -625,6 +625,8 @@ def _cli_demo(args) -> int:
         overrides["corpus_bytes"] = args.corpus_bytes
     if args.limit is not None:
         overrides["limit"] = args.limit
+    if args.seed is not None:
+        overrides["seed"] = args.seed
     if args.tasks is not None:
         overrides["tasks"] = tuple(t for t in args.tasks.split(",") if t.strip())
     if args.no_prebuilt:
@@ -682,6 +684,12 @@ def register_cli(subparsers) -> None:
         "--tasks",
         default=None,
         help=f"comma-separated zero-shot tasks, '' for none (default: {','.join(defaults.tasks)})",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help=f"seed of the swap's random parts and of training (default: {defaults.seed})",
     )
     parser.add_argument("--no-prebuilt", action="store_true", help="always compute the alignment")
     parser.add_argument(
