@@ -36,6 +36,7 @@ DERIVED = {
     "0.121": "fvt - fvt_scaled after the swap, qwen2.5, 4 kB set: 2.006 - 1.885 (leaderboard.md)",
     "0.150": "fvt - fvt_scaled after the swap, llama3, 4 kB set: 2.103 - 1.953 (leaderboard.md)",
     "0.107": "fvt - fvt_scaled after the swap, gpt-neox, 4 kB set: 2.032 - 1.925 (leaderboard.md)",
+    "0.0012": "demo after training, seed 1 1.7943 - seed 0 1.7931 (demo_run_seed1.md, demo_run.md)",
     "17.9": "gap closed 46.5% - 28.6% (the paper's split, mean of 2 seeds) at 200 steps (leaderboard.md)",
     "0.052": "1.793 - 1.741 at 50 steps; 1.600 - 1.548 at 200 steps, seed 0 (leaderboard.md)",
     "3.5": "ARC-Easy 0.500 - 0.465 at 200 steps, in points (leaderboard.md); code agreement at T = 1 52.1% - T = 2 "
