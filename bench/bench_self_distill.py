@@ -18,12 +18,17 @@ their mean; `swap` is the model right after the swap):
     python bench/bench_self_distill.py swap,ce,sd 20 > bench/results/self_distill.jsonl
     python bench/bench_self_distill.py hid10,sd10 20 >> bench/results/self_distill.jsonl
     python bench/bench_self_distill.py swap_scaled,ce_scaled 20 >> bench/results/self_distill.jsonl
+    python bench/bench_self_distill.py ce,sd,hid10,sd10 20 --seed 1 >> bench/results/self_distill.jsonl
     python bench/bench_self_distill.py --table      # writes bench/results/self_distill.md from the jsonl
+
+`--seed N` (default 0) shuffles the training windows and seeds the trainer with N; the swap itself has no
+randomness (`swap` rows need no second seed).
 """
 
 import copy
 import json
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -37,17 +42,16 @@ from bench_init_methods import bits_per_byte, domain_documents, shared_rows_alig
 WEIGHTS = {"ce_scaled": (1, 0, 0), "swap_scaled": None, "ce": (1, 0, 0), "sd": (1, 1, 1), "ll": (1, 1, 0), "hid": (1, 0, 1), "hid10": (1, 0, 10), "sd10": (1, 1, 10)}
 
 
-def main(arms, steps):
+def main(arms, steps, seed=0):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
 
     from tokswap.loading import load_tokenizer
-
     from tokswap.offline import assets
     from tokswap.swapper import TokenizerSwapper
     from tokswap.training import VocabAdaptationConfig, adapt_vocabulary
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     heldout, train = split_corpus(domain_documents(), 3000, 1_000_000)
     heldout = {k: heldout[k] for k in ("en", "code", "de", "zh")}
     source, target = load_tokenizer("smollm2"), load_tokenizer("qwen2.5")
@@ -62,7 +66,7 @@ def main(arms, steps):
         return result
 
     pieces = [p for text in train for p in (text[i : i + 600] for i in range(0, len(text), 600))]
-    random.Random(0).shuffle(pieces)
+    random.Random(seed).shuffle(pieces)
     data = Dataset.from_dict({"text": pieces[:4000]})
     for arm in arms:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
@@ -78,13 +82,13 @@ def main(arms, steps):
         with tempfile.TemporaryDirectory() as workdir:
             config = VocabAdaptationConfig(
                 output_dir=workdir, stage1_max_steps=steps, stage2_max_steps=0, per_device_train_batch_size=4,
-                max_length=128, logging_steps=10, save_steps=100000, save_final_model=False, seed=0,
+                max_length=128, logging_steps=10, save_steps=100000, save_final_model=False, seed=seed,
                 recovery="self_distill", self_distill_ce_weight=ce, self_distill_likelihood_weight=likelihood,
                 self_distill_hidden_weight=hidden,
             )
             result = adapt_vocabulary(swapper.model, swapper.tokenizer, data, config, teacher_model=original,
                                       teacher_tokenizer=source)
-        print(json.dumps({"arm": arm, "steps": steps, "seconds": round(time.time() - started),
+        print(json.dumps({"arm": arm, "steps": steps, "seed": seed, "seconds": round(time.time() - started),
                           **score(result.model, swapper.tokenizer),
                           "log": [{k: round(v, 3) for k, v in e.items() if isinstance(v, float)}
                                   for e in result.stage1_log_history[-2:]]}), flush=True)
@@ -95,33 +99,51 @@ LABELS = {**{arm: str(w) for arm, w in WEIGHTS.items()}, "swap": "right after th
           "swap_scaled": "right after the swap (fvt_scaled)", "ce_scaled": "(1, 0, 0), fvt_scaled init"}
 
 
+def _mean_std(values: list) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.4f}"
+    return f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}"
+
+
 def write_table() -> str:
-    """`results/self_distill.md` from `results/self_distill.jsonl`."""
+    """`results/self_distill.md` from `results/self_distill.jsonl` (one line per arm, seeds averaged)."""
     rows = [json.loads(line) for line in (RESULTS / "self_distill.jsonl").read_text().splitlines() if line.strip()]
+    by_arm = {}
+    for r in rows:
+        by_arm.setdefault(r["arm"], []).append(r)
     lines = [
         "# Recovery after the swap: self-distillation vs cross-entropy (SmolLM2-135M -> Qwen2.5, `fvt` init)", "",
         "Written by `python bench/bench_self_distill.py --table` from `self_distill.jsonl`, whose rows came from:", "",
         "    python bench/bench_self_distill.py swap,ce,sd 20 > bench/results/self_distill.jsonl",
         "    python bench/bench_self_distill.py hid10,sd10 20 >> bench/results/self_distill.jsonl",
-        "    python bench/bench_self_distill.py swap_scaled,ce_scaled 20 >> bench/results/self_distill.jsonl", "",
+        "    python bench/bench_self_distill.py swap_scaled,ce_scaled 20 >> bench/results/self_distill.jsonl",
+        "    python bench/bench_self_distill.py ce,sd,hid10,sd10 20 --seed 1 >> bench/results/self_distill.jsonl", "",
         "20 stage-1 steps (embeddings + tied head, lr 6.4e-4, 4 x 128 tokens), identical windows of text in the same "
-        "order for every arm; bits per byte on held-out whole documents (en, code, de, zh; 3,000 bytes each). One "
-        "seed: differences below ~0.01 bits per byte are within what another seed could move and are ties. Loss "
-        "weights are (cross-entropy, chunk likelihood, hidden state). Train seconds were measured while other jobs "
-        "shared the two cores and are not comparable across arms.", "",
-        "| arm | weights | en | code | de | zh | mean | train seconds |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "order for every arm of a seed (the seed shuffles the windows and seeds the trainer); bits per byte on held-out "
+        "whole documents (en, code, de, zh; 3,000 bytes each). Per-domain columns are means over the arm's seeds; "
+        "the mean column gives mean ± std where there are two seeds. Loss weights are (cross-entropy, chunk "
+        "likelihood, hidden state). Train seconds (first seed) were measured while other jobs shared the two cores "
+        "and are not comparable across arms.", "",
+        "| arm | weights | seeds | en | code | de | zh | mean | train seconds |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in rows:
-        seconds = r.get("seconds", r.get("secs", "-"))
-        lines.append(f"| {r['arm']} | {LABELS[r['arm']]} | {r['en']:.4f} | {r['code']:.4f} | {r['de']:.4f} | "
-                     f"{r['zh']:.4f} | **{r['mean']:.4f}** | {seconds} |")
-    swap = next(r["mean"] for r in rows if r["arm"] == "swap")
-    trained = {r["arm"]: r["mean"] for r in rows if not r["arm"].startswith("swap") and not r["arm"].endswith("_scaled")}
-    spread = max(trained.values()) - min(trained.values())
+    for arm, runs in by_arm.items():
+        cells = " | ".join(f"{statistics.mean(r[d] for r in runs):.4f}" for d in ("en", "code", "de", "zh"))
+        seconds = runs[0].get("seconds", runs[0].get("secs", "-"))
+        lines.append(f"| {arm} | {LABELS[arm]} | {len(runs)} | {cells} | **{_mean_std([r['mean'] for r in runs])}** "
+                     f"| {seconds} |")
+    swap = by_arm["swap"][0]["mean"]
+    trained = {arm: [swap - r["mean"] for r in runs] for arm, runs in by_arm.items()
+               if not arm.startswith("swap") and not arm.endswith("_scaled")}
+    means = {arm: statistics.mean(v) for arm, v in trained.items()}
+    spread = max(means.values()) - min(means.values())
+    noise = max((statistics.stdev(v) for v in trained.values() if len(v) > 1), default=None)
+    verdict = (f"the arms' means lie within {spread:.4f} of each other"
+               + (f", against a seed-to-seed std of up to {noise:.4f}: " + ("a tie" if spread <= 2 * noise else "not a tie")
+                  if noise is not None else ""))
     lines += ["", f"Recovered right after the swap -> after {rows[-1].get('steps', '?')} steps: "
-              + ", ".join(f"`{arm}` {swap - value:.4f}" for arm, value in trained.items())
-              + f" bits per byte (all from the `fvt` init); the arms lie within {spread:.4f} of each other."]
+              + ", ".join(f"`{arm}` {_mean_std(v)}" for arm, v in trained.items())
+              + f" bits per byte (all from the `fvt` init); {verdict}."]
     text = "\n".join(lines) + "\n"
     (RESULTS / "self_distill.md").write_text(text)
     return text
@@ -131,4 +153,5 @@ if __name__ == "__main__":
     if sys.argv[1] == "--table":
         print(write_table())
     else:
-        main(sys.argv[1].split(","), int(sys.argv[2]))
+        seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 0
+        main(sys.argv[1].split(","), int(sys.argv[2]), seed)
