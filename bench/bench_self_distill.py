@@ -122,14 +122,14 @@ def write_table() -> str:
         "order for every arm of a seed (the seed shuffles the windows and seeds the trainer); bits per byte on held-out "
         "whole documents (en, code, de, zh; 3,000 bytes each). Per-domain columns are means over the arm's seeds; "
         "the mean column gives mean ± std where there are two seeds. Loss weights are (cross-entropy, chunk "
-        "likelihood, hidden state). Train seconds (first seed) were measured while other jobs shared the two cores "
-        "and are not comparable across arms.", "",
+        "likelihood, hidden state). Train seconds per seed: the first seed's were measured while other jobs shared the "
+        "two cores and are not comparable across arms; the second seed ran alone.", "",
         "| arm | weights | seeds | en | code | de | zh | mean | train seconds |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for arm, runs in by_arm.items():
         cells = " | ".join(f"{statistics.mean(r[d] for r in runs):.4f}" for d in ("en", "code", "de", "zh"))
-        seconds = runs[0].get("seconds", runs[0].get("secs", "-"))
+        seconds = " / ".join(str(r.get("seconds", r.get("secs", "-"))) for r in runs)
         lines.append(f"| {arm} | {LABELS[arm]} | {len(runs)} | {cells} | **{_mean_std([r['mean'] for r in runs])}** "
                      f"| {seconds} |")
     swap = by_arm["swap"][0]["mean"]
