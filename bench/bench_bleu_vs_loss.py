@@ -2,6 +2,7 @@
 
 Usage:
     python bench/bench_bleu_vs_loss.py --output bench/results/demo.md --plot bench/results/demo_bleu_vs_loss.png
+    python bench/bench_bleu_vs_loss.py --summarize SEED0.json SEED1.json ... --output SUMMARY.md   # mean ± std over shuffle seeds
 
 Alignments of graded quality are made from one TokAlign alignment (SmolLM2 -> Qwen2.5; computed with the
 demo's settings on the default corpus unless `--alignment DIR` is given) by sending a fraction of its
@@ -64,19 +65,23 @@ def main(argv=None) -> int:
     parser.add_argument("--output", default=None, help="markdown file; the section between the bench markers is replaced")
     parser.add_argument("--plot", default=None, help="PNG of BLEU-1 against the initial loss")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--summarize", nargs="+", default=None, metavar="JSON",
+                        help="summarize runs' --json files (one per shuffle seed) into --output; runs nothing")
     args = parser.parse_args(argv)
+    if args.summarize:
+        return summarize(args.summarize, args.output, argv)
 
     import torch
     from transformers import AutoModelForCausalLM
 
     from tokswap import TokenAlignment
     from tokswap.align.pipeline import AlignmentConfig, _segments, align_tokenizers
-    from tokswap.offline.assets import model_path
-    from tokswap.loading import load_tokenizer
-    from tokswap.offline.corpus import build_corpus
+    from tokswap.align.quality import bleu1, source_to_target_map
     from tokswap.cli.demo import DemoConfig, heldout_by_domain
     from tokswap.evaluation import LN2, bits_per_byte
-    from tokswap.align.quality import bleu1, source_to_target_map
+    from tokswap.loading import load_tokenizer
+    from tokswap.offline.assets import model_path
+    from tokswap.offline.corpus import build_corpus
     from tokswap.surgery import swap_vocabulary
 
     started = time.perf_counter()
@@ -207,6 +212,37 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"points": points, "pearson_nats": corr_nats, "pearson_bpb": corr_bpb},
                                               indent=1))
+    return 0
+
+
+def summarize(paths: list, output, argv=None) -> int:
+    """Mean ± std over shuffle seeds of every point's BLEU-1 and initial bits per byte, and of Pearson's r."""
+    import statistics
+
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+
+    def spread(values: list, digits: int) -> str:
+        if len(values) < 2:
+            return f"{values[0]:.{digits}f}"
+        return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+    keys = [(p["series"], p["fraction"]) for p in runs[0]["points"]]
+    lines = ["# Alignment quality (BLEU-1) vs initial loss over shuffle seeds (paper figure 5, small scale)", "",
+             "Written by `python bench/bench_bleu_vs_loss.py " + " ".join(argv if argv is not None else sys.argv[1:])
+             + "` from one run per seed (each file's command is in the markdown next to it).", "",
+             f"{len(runs)} shuffle seeds; mean ± std.", "",
+             "| series | fraction shuffled | BLEU-1 | initial bits/byte |", "|---|---|---|---|"]
+    for series, fraction in keys:
+        chosen = [next(p for p in r["points"] if p["series"] == series and p["fraction"] == fraction) for r in runs]
+        lines.append(f"| {series} | {fraction:.2f} | {spread([p['bleu1'] for p in chosen], 4)} | "
+                     f"{spread([p['bpb'] for p in chosen], 4)} |")
+    lines += ["", "Pearson correlation between BLEU-1 and the initial loss (bits/byte): "
+              + spread([r["pearson_bpb"] for r in runs], 3) + "; (nats/token): "
+              + spread([r["pearson_nats"] for r in runs], 3) + "."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
     return 0
 
 
