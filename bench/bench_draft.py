@@ -54,6 +54,8 @@ def parse_args(argv=None):
     parser.add_argument("--lr", type=float, default=2e-4)
     parser.add_argument("--temperature", type=float, default=1.0,
                         help="distillation temperature (a draft distilled at T != 1 is cached and labelled apart)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="distillation seed (window order and trainer); a draft distilled with seed != 0 is cached apart")
     parser.add_argument("--divergences", nargs="+", default=["forward_kl"], choices=["forward_kl", "reverse_kl", "jsd"])
     parser.add_argument("--frequency-ranked", type=int, nargs="*", default=[], metavar="K",
                         help="also run each distilled draft with its output layer restricted to the K most frequent "
@@ -77,6 +79,8 @@ def parse_args(argv=None):
     parser.add_argument("--table", action="store_true", help="re-render the markdown from --output and exit")
     parser.add_argument("--summarize", nargs="+", metavar="RUN.jsonl", default=None,
                         help="write a summary of several timed runs of one command to --output (markdown) and exit")
+    parser.add_argument("--summarize-agreement", nargs="+", metavar="RUN.jsonl", default=None,
+                        help="tabulate greedy agreement across --agreement-only runs (distillation seeds) into --output")
     parser.add_argument("--resume", action="store_true",
                         help="keep the rows already in --output and measure only the missing arms; the big model alone "
                              "is timed again so new speed-ups compare with a run on the same machine state")
@@ -164,17 +168,18 @@ def distill(swapper, big, corpus: list, divergence: str, args) -> dict:
     from tokswap.distillation import TokenDistillationConfig
 
     texts = windows(corpus, swapper.tokenizer, args.distill_length)
-    dataset = Dataset.from_dict({"text": texts}).shuffle(seed=0)
+    dataset = Dataset.from_dict({"text": texts}).shuffle(seed=args.seed)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tokswap-draft-bench-") as workdir:
         config = TokenDistillationConfig(
             output_dir=workdir, alpha=0.0, temperature=args.temperature, divergence=divergence, max_steps=args.distill_steps,
             per_device_train_batch_size=args.distill_batch, max_length=args.distill_length, packing=False,
             learning_rate=args.lr, lr_scheduler_type="cosine", warmup_steps=0.05, logging_steps=10,
-            save_steps=10**9, report_to=[], seed=0)
+            save_steps=10**9, report_to=[], seed=args.seed)
         result = swapper.distill(dataset, big, config)
     losses = [(e["step"], e["loss"]) for e in result.state.log_history if "loss" in e]
     return {"steps": args.distill_steps, "windows": len(texts), "losses": losses, "temperature": args.temperature,
+            "seed": args.seed,
             "seconds": round(time.perf_counter() - started, 1)}
 
 
@@ -199,6 +204,7 @@ def make_drafts(big, corpus: list, args):
     drafts, logs = {}, {}
     for name in ["swapped", *args.divergences]:
         tag = f"{name}-T{args.temperature:g}" if name != "swapped" and args.temperature != 1.0 else name
+        tag += f"-s{args.seed}" if name != "swapped" and args.seed != 0 else ""
         folder = cache / f"{tag}-{args.distill_steps}" if cache else None
         if folder is not None and (folder / "draft_log.json").is_file():
             drafts[name] = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
@@ -386,6 +392,7 @@ def render(rows: list) -> str:
         if row.get("arm") == "distillation":
             first, last = row["losses"][0][1] if row["losses"] else None, row["losses"][-1][1] if row["losses"] else None
             temperature = f", T={row['temperature']:g}" if row.get("temperature", 1.0) != 1.0 else ""
+            temperature += f", seed {row['seed']}" if row.get("seed", 0) else ""
             lines.append(f"\nDistillation ({row['divergence']}{temperature}): {row['steps']} steps of {meta.get('distill_batch')} x "
                          f"{meta.get('distill_length')} tokens on {row['windows']} windows, loss {first} -> {last}, "
                          f"{row['seconds']} s.")
@@ -397,6 +404,39 @@ def render(rows: list) -> str:
         lines += ["", "Command:", "", f"    {meta['command']}"]
         if meta.get("resumed_by"):
             lines += ["", "Resumed with:", "", f"    {meta['resumed_by']}"]
+    return "\n".join(lines) + "\n"
+
+
+def summarize_agreement(paths: list, command: str) -> str:
+    """Greedy agreement of each draft across --agreement-only runs with different distillation seeds: per seed, and
+    mean ± standard deviation where a draft has two or more seeds."""
+    by_draft = {}  # draft -> {seed: (code, prose)}
+    for path in paths:
+        rows = [json.loads(line) for line in open(path, encoding="utf-8")]
+        seed = next((r.get("seed", 0) for r in rows if r.get("arm") == "meta"), 0)
+        steps = next((r["steps"] for r in rows if r.get("arm") == "distillation"), None)
+        for r in rows:
+            if r.get("arm") == "agreement":
+                # the undistilled draft depends on neither the distillation seed nor its steps: one value
+                undistilled = r["draft"].endswith("not distilled")
+                key = (r["draft"], "-" if undistilled else steps)
+                by_draft.setdefault(key, {})[0 if undistilled else seed] = (r["code"]["agreement"], r["prose"]["agreement"])
+    names = ", ".join(f"`{Path(p).name}`" for p in paths)
+    lines = ["# Draft distillation across seeds: greedy agreement with the big model", "",
+             f"Generated by `bench/bench_draft.py --summarize-agreement` from {names} (each run's command and "
+             "distillation log are in its .md). Agreement: the share of held-out positions where the draft's argmax is "
+             "the big model's. Mean ± standard deviation over distillation seeds (window order and trainer seed).", "",
+             "| draft | distillation steps | seeds | code: per seed | code: mean | prose: per seed | prose: mean |",
+             "|---|---:|---|---|---:|---|---:|"]
+    for (draft, steps), seeds in by_draft.items():
+        order = sorted(seeds)
+        cells = []
+        for k in (0, 1):
+            values = [100 * seeds[s][k] for s in order]
+            cells += [" / ".join(f"{v:.1f}%" for v in values),
+                      f"{statistics.mean(values):.1f}% ± {statistics.stdev(values):.1f}" if len(values) > 1 else f"{values[0]:.1f}%"]
+        lines.append(f"| {draft} | {steps} | {', '.join(map(str, order))} | " + " | ".join(cells) + " |")
+    lines += ["", "Command:", "", f"    {command}"]
     return "\n".join(lines) + "\n"
 
 
@@ -530,6 +570,11 @@ def main(argv=None) -> int:
     if args.table:
         print(render([json.loads(line) for line in open(args.output, encoding="utf-8")]))
         return 0
+    if args.summarize_agreement:
+        text = summarize_agreement(args.summarize_agreement, shlex.join(["python", "bench/bench_draft.py", *argv]))
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(text)
+        return 0
     if args.summarize:
         text = summarize(args.summarize, shlex.join(["python", "bench/bench_draft.py", *argv]))
         Path(args.output).write_text(text, encoding="utf-8")
@@ -549,7 +594,7 @@ def main(argv=None) -> int:
              "prompts": args.prompts, "max_new_tokens": args.max_new_tokens, "threads": args.threads,
              "distill_batch": args.distill_batch, "distill_length": args.distill_length,
              "machine": f"{platform.machine()} CPU", "torch": torch.__version__,
-             "small_batch_matmul": args.small_batch_matmul, "draft_dtype": args.draft_dtype}]
+             "small_batch_matmul": args.small_batch_matmul, "draft_dtype": args.draft_dtype, "seed": args.seed}]
     rows[0]["big_model_humaneval_perplexity"] = round(code_perplexity(big, big_tok, 2 if args.quick else 20), 3)
     print(rows[0], flush=True)
     if previous:

@@ -40,10 +40,14 @@ DERIVED = {
     "15.4": "gap closed 44.0% (stage 2 at 5e-5) - 28.6% (the paper's split), means of 2 seeds, at 200 steps (leaderboard.md)",
     "0.052": "1.793 - 1.741 at 50 steps; 1.615 - 1.563 at 200 steps, means (leaderboard.md)",
     "3.5": "ARC-Easy 0.500 - 0.465 at 200 steps, in points (leaderboard.md); code agreement at T = 1 52.1% - T = 2 "
-    "48.6% (draft_divergence.md, draft_temperature.md)",
-    "1.9": "prose agreement at T = 1 57.5% - T = 2 55.6% (draft_divergence.md, draft_temperature.md)",
+    "48.6%, seed 0; prose lift of distillation 58.3% - 54.8% (draft_agreement_seeds.md)",
+    "1.9": "prose agreement at T = 1 57.5% - T = 2 55.6%, seed 0 (draft_agreement_seeds.md)",
+    "2.3": "code agreement, forward KL 51.1% - reverse KL 48.8%, means of 2 seeds (draft_agreement_seeds.md)",
+    "1.5": "code agreement, forward KL 51.1% - JSD 49.6%, means of 2 seeds (draft_agreement_seeds.md)",
+    "13.7": "code agreement, forward KL 51.1% (mean of 2 seeds) - not distilled 37.4% (draft_agreement_seeds.md)",
     "4.2": "PIQA 0.655 - 0.613 at 200 steps, in points (leaderboard.md)",
-    "3.4": "one standard error of an accuracy near 0.62 on 200 questions: sqrt(0.62 * 0.38 / 200), in points",
+    "3.4": "one standard error of an accuracy near 0.62 on 200 questions: sqrt(0.62 * 0.38 / 200), in points; "
+    "agreement at T = 1 - T = 2, seed 1: code 50.1% - 46.7%, prose 59.1% - 55.7% (draft_agreement_seeds.md)",
     "0.095": "1.710 (the paper's split) - 1.615 (stage 2 at 5e-5), means of 2 seeds, at 200 steps (leaderboard.md)",
     "0.037": "training 1.741 - 1.704 at 50 steps (leaderboard.md)",
     "1.39": "random 3.552 - TokAlign 2.165 after 36 steps, seed 0 (training_bench.json)",
