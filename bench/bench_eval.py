@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from tokswap import evaluation as ev
+from tokswap.evaluation import report  # the private helpers (task lists, byte caps, tables) live here
 from tokswap.offline.assets import model_path
 from tokswap.loading import load_tokenizer
 
@@ -53,11 +54,11 @@ def main(argv=None) -> int:
     from tokswap.offline.corpus import heldout_by_language
 
     languages = [x for x in args.languages.split(",") if x]
-    tasks = ev._split_tasks(args.tasks)
+    tasks = report._split_tasks(args.tasks)
     heldout = None
     if not args.no_heldout:
         heldout = heldout_by_language(languages=languages)
-        heldout = {lang: ev._cap_bytes(heldout[lang], args.max_bytes) for lang in languages if lang in heldout}
+        heldout = {lang: report._cap_bytes(heldout[lang], args.max_bytes) for lang in languages if lang in heldout}
         tasks += ["bpb", "compression"]  # after the accuracies: they matter most
     results = ev.evaluate(model, tokenizer, tasks=tasks, limit=args.limit, batch_size=args.batch_size,
                           heldout=heldout)
@@ -70,7 +71,7 @@ def main(argv=None) -> int:
                 for lang, r in swap.items()]
         table += (f"\n\nToken count: SmolLM2 tokenizer -> {args.compare_tokenizer} on the same held-out text "
                   "(negative = the new tokenizer needs fewer tokens)\n"
-                  + ev._table(["language", "SmolLM2 tokens", f"{args.compare_tokenizer} tokens", "change"], rows))
+                  + report._table(["language", "SmolLM2 tokens", f"{args.compare_tokenizer} tokens", "change"], rows))
     total = time.perf_counter() - started
     print(table)
 
