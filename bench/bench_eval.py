@@ -93,7 +93,7 @@ def main(argv=None) -> int:
         "OLMES cloze prompts), first "
         f"{args.limit} questions per task; `acc` = highest summed log-likelihood, `acc_norm` = highest "
         "log-likelihood per character (lm-evaluation-harness's definitions); stderr = sample std / sqrt(n). "
-        (f"Bits per byte: `tokswap.offline.corpus.heldout_by_language()`, first {args.max_bytes} bytes per key, each text "
+        + (f"Bits per byte: `tokswap.offline.corpus.heldout_by_language()`, first {args.max_bytes} bytes per key, each text "
          "scored from a prefix token (the tokenizer's BOS, `<|im_start|>` here) with every text token counted, "
          "windows of 1024 tokens." if heldout else ""),
         "",
