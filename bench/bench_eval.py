@@ -19,8 +19,8 @@ import torch
 
 from tokswap import evaluation as ev
 from tokswap.evaluation import report  # the private helpers (task lists, byte caps, tables) live here
-from tokswap.offline.assets import model_path
 from tokswap.loading import load_tokenizer
+from tokswap.offline.assets import model_path
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
