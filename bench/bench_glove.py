@@ -190,7 +190,8 @@ def run_c_tool(build: Path, corpus_txt: Path, work: Path, args, iterations):
     out["cooccur"] = (s, m)
     with open(work / "cooc.bin") as src, open(work / "cooc.shuf.bin", "w") as dst:
         s, m, _ = timed([str(build / "shuffle"), "-memory", str(args.c_memory), "-verbose", "0",
-                         "-temp-file", str(work / "shuftmp"), "-seed", "1"], stdin=src, stdout=dst, cwd=work)
+                         "-temp-file", str(work / "shuftmp"), "-seed", str(getattr(args, "c_seed", 1))],
+                        stdin=src, stdout=dst, cwd=work)
     out["shuffle"] = (s, m)
     iteration_marks, costs = [], []
 
@@ -203,7 +204,7 @@ def run_c_tool(build: Path, corpus_txt: Path, work: Path, args, iterations):
     s, m, _ = timed([str(build / "glove"), "-input-file", str(work / "cooc.shuf.bin"), "-vocab-file", str(vocab),
                      "-save-file", str(work / "vectors"), "-threads", str(args.threads), "-iter", str(iterations),
                      "-vector-size", str(args.dim), "-x-max", "10", "-alpha", "0.75", "-eta", "0.05",
-                     "-binary", "0", "-model", "2", "-write-header", "0", "-verbose", "2", "-seed", "1"],
+                     "-binary", "0", "-model", "2", "-write-header", "0", "-verbose", "2", "-seed", str(getattr(args, "c_seed", 1))],
                     on_line=on_line, cwd=work)
     marks = [0.0] + iteration_marks
     out["glove"] = (s, m)

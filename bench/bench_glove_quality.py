@@ -51,14 +51,17 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--c-memory", type=float, default=4.0)
     parser.add_argument("--glove-repo", default=DEFAULT_GLOVE_REPO)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="tokswap's GloVe seed; the C tool's shuffle and glove get seed + 1 (its seed must be > 0)")
     parser.add_argument("--output", default="bench/results/glove_quality.md")
     args = parser.parse_args(argv)
+    args.c_seed = args.seed + 1
 
+    from tokswap.align.cooccurrence import count_cooccurrences
+    from tokswap.align.glove import GloveConfig, load_stanford_vectors, train_glove
     from tokswap.align.pipeline import AlignmentConfig, _segments, build_alignment, evaluate_alignment
     from tokswap.loading import load_tokenizer
-    from tokswap.align.cooccurrence import count_cooccurrences
     from tokswap.offline.corpus import build_corpus
-    from tokswap.align.glove import GloveConfig, load_stanford_vectors, train_glove
 
     started = time.perf_counter()
     corpus = build_corpus(total_bytes=args.corpus_bytes, seed=0)
@@ -91,7 +94,8 @@ def main(argv=None) -> int:
             # The C tool's counting mode: out-of-vocabulary tokens are skipped before the window is taken.
             cooc = count_cooccurrences(documents, vocab_size=vocab_size, window=args.window, min_count=args.min_count,
                                        skip_rare_in_window=True, progress=False)
-            ours = train_glove(cooc, GloveConfig(dim=args.dim, iterations=args.iterations, num_threads=args.threads),
+            ours = train_glove(cooc, GloveConfig(dim=args.dim, iterations=args.iterations, num_threads=args.threads,
+                                                     seed=args.seed),
                                progress=False)
             seconds["tokswap"] += time.perf_counter() - t0
             vectors["tokswap"][side] = (ours.vectors, ours.trained)
@@ -123,7 +127,8 @@ def main(argv=None) -> int:
         "",
         f"{args.source} -> {args.target}, `tokswap.offline.corpus.build_corpus({args.corpus_bytes})` train split for GloVe, "
         f"{len(eval_texts)} held-out segments for BLEU-1; window {args.window}, min count {args.min_count}, "
-        f"{args.dim} dims, {args.iterations} iterations, {args.threads} threads; the same counts (C tool mode), the "
+        f"{args.dim} dims, {args.iterations} iterations, {args.threads} threads, seed {args.seed} (C tool "
+        f"{args.c_seed}); the same counts (C tool mode), the "
         "same `build_alignment` (Procrustes + CSLS) and the same BLEU-1.",
         "",
         "| vectors | BLEU-1 | self-check P@1 | P@10 | GloVe-matched rows | max in-degree | GloVe seconds (both sides) |",
