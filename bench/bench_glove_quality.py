@@ -39,6 +39,44 @@ def tokenize(tokenizer, texts, batch=256):
     return documents
 
 
+COLUMNS = ("BLEU-1", "self-check P@1", "P@10", "GloVe-matched rows")
+
+
+def summarize(paths: list, output: str, argv) -> int:
+    """Mean ± std over runs of this script (one per seed), read back from their markdown tables."""
+    import statistics
+
+    values = {}  # vectors -> column -> [one value per run]
+    for path in paths:
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if cells[0] in ("tokswap", "C tool"):
+                for column, cell in zip(COLUMNS, cells[1:]):
+                    values.setdefault(cells[0], {}).setdefault(column, []).append(float(cell))
+    runs = {len(v) for columns in values.values() for v in columns.values()}
+    if runs != {len(paths)}:
+        raise SystemExit(f"expected one tokswap and one C tool row in each of {len(paths)} files")
+
+    def cell(xs: list, digits: int) -> str:
+        return f"{statistics.mean(xs):.{digits}f} ± {statistics.stdev(xs):.{digits}f}"
+
+    lines = ["# Alignment quality: tokswap GloVe vs the Stanford C tool's vectors, over seeds", "",
+             f"Command: `python bench/bench_glove_quality.py {' '.join(argv)}`", "",
+             f"Mean ± std over {len(paths)} runs (" + ", ".join(f"`{Path(p).name}`" for p in paths) + "), each a "
+             "seed of both tools' GloVe on the same counts; same matching and BLEU-1 as each run.", "",
+             "| vectors | " + " | ".join(COLUMNS) + " |", "|---|" + "---|" * len(COLUMNS)]
+    for name, columns in values.items():
+        lines.append(f"| {name} | " + " | ".join(cell(columns[c], 1 if c == "GloVe-matched rows" else 4)
+                                                for c in COLUMNS) + " |")
+    diffs = [100 * (a - b) for a, b in zip(values["tokswap"]["BLEU-1"], values["C tool"]["BLEU-1"])]
+    lines += ["", "BLEU-1 difference per seed (tokswap - C tool, points): " + ", ".join(f"{d:+.2f}" for d in diffs)
+              + f"; mean {statistics.mean(diffs):+.2f} (goal: no worse than -0.5).", ""]
+    text = "\n".join(lines)
+    print(text)
+    Path(output).write_text(text, encoding="utf-8")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", default="smollm2")
@@ -54,7 +92,11 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0,
                         help="tokswap's GloVe seed; the C tool's shuffle and glove get seed + 1 (its seed must be > 0)")
     parser.add_argument("--output", default="bench/results/glove_quality.md")
+    parser.add_argument("--summarize", nargs="+", default=None, metavar="RUN.md",
+                        help="no run: mean ± std over the tables of these runs (one per seed), written to --output")
     args = parser.parse_args(argv)
+    if args.summarize:
+        return summarize(args.summarize, args.output, sys.argv[1:] if argv is None else argv)
     args.c_seed = args.seed + 1
 
     from tokswap.align.cooccurrence import count_cooccurrences
@@ -122,7 +164,7 @@ def main(argv=None) -> int:
     lines = [
         "# Alignment quality: tokswap GloVe vs the Stanford C tool's vectors",
         "",
-        f"Command: `python bench/bench_glove_quality.py {' '.join(sys.argv[1:])}` "
+        f"Command: `python bench/bench_glove_quality.py {' '.join(sys.argv[1:] if argv is None else argv)}` "
         f"({(time.perf_counter() - started) / 60:.1f} min).",
         "",
         f"{args.source} -> {args.target}, `tokswap.offline.corpus.build_corpus({args.corpus_bytes})` train split for GloVe, "
