@@ -44,6 +44,8 @@ DERIVED = {
     "1.9": "prose agreement at T = 1 57.5% - T = 2 55.6%, seed 0 (draft_agreement_seeds.md)",
     "2.3": "code agreement, forward KL 51.1% - reverse KL 48.8%, means of 2 seeds (draft_agreement_seeds.md)",
     "1.5": "code agreement, forward KL 51.1% - JSD 49.6%, means of 2 seeds (draft_agreement_seeds.md)",
+    "0.004": "50 steps, seed 2: cross-entropy 1.70501 - self-distillation 1.70120 (leaderboard.jsonl)",
+    "0.005": "50 steps, seed 3: cross-entropy 1.69468 - self-distillation 1.68974 (leaderboard.jsonl)",
     "13.7": "code agreement, forward KL 51.1% (mean of 2 seeds) - not distilled 37.4% (draft_agreement_seeds.md)",
     "4.2": "PIQA 0.655 - 0.613 at 200 steps, in points (leaderboard.md)",
     "3.4": "one standard error of an accuracy near 0.62 on 200 questions: sqrt(0.62 * 0.38 / 200), in points; "
