@@ -1,6 +1,7 @@
 """Which decimal numbers in README.md and bench/RESULTS.md no file in bench/results/ holds.
 
     python bench/check_published.py            # lists the untraced numbers, exit 1 if there are any
+    python bench/check_published.py --cited    # stricter: a paragraph's decimals must be in the files it names
 
 It also lists results files with no command that made them: a file is covered when it, or a file of the same name
 with another suffix, holds a `python bench/...` command, or when a paragraph of README.md or bench/RESULTS.md names it
@@ -114,7 +115,43 @@ def uncommanded() -> list[str]:
     return missing
 
 
+CITED_FILE = re.compile(r"results/([\w.-]+\.(?:md|jsonl|json))")
+
+
+def values_of(paths) -> list[float]:
+    values = []
+    for path in paths:
+        values += [float(m.replace(",", "")) for m in re.findall(r"-?\d[\d,]*\.?\d*(?:e-?\d+)?", path.read_text())
+                   if m.replace(",", "").replace(".", "").lstrip("-").isdigit() or "e" in m]
+    return values
+
+
+def traced_elsewhere(text: str) -> list[str]:
+    """Stricter: in a paragraph (or table row) that names results files, decimals that none of the named files (nor
+    their same-named siblings) holds: traced to some file, but not to the one the reader is sent to."""
+    out = []
+    offset = 0
+    for block in re.split(r"(\n\s*\n|\n(?=\|))", text):
+        names = set(CITED_FILE.findall(block))
+        files = {q for n in names for q in RESULTS.glob(Path(n).stem + ".*") if q.suffix in (".md", ".json", ".jsonl")}
+        if files:
+            line0 = text.count("\n", 0, offset) + 1
+            for item in untraced(block, values_of(sorted(files))):
+                line, literal = item.split(": ")
+                out.append(f"{line0 + int(line) - 1}: {literal} (not in {', '.join(sorted(names))})")
+        offset += len(block)
+    return out
+
+
 def main() -> int:
+    if "--cited" in sys.argv[1:]:
+        found = 0
+        for path in PUBLISHED:
+            for item in traced_elsewhere(path.read_text()):
+                print(f"{path.relative_to(REPO)}:{item}")
+                found += 1
+        print(f"{found} decimals in a paragraph that names results files, held by none of them", file=sys.stderr)
+        return 1 if found else 0
     values = result_values()
     found = 0
     for path in PUBLISHED:
