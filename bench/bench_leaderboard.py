@@ -114,6 +114,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--task-near-share", type=float, default=None,
                         help="train on this share of windows of unlabelled question + choices text from multiple-choice "
                              "sets the zero-shot scoring never reads (see task_near_documents); the rest from the corpus")
+    parser.add_argument("--fit-new-words", action="store_true",
+                        help="right after the swap, fit new whole words' input rows to the original model's hidden "
+                             "states (tokswap.new_word_fit, default config; the model is untied)")
+    parser.add_argument("--fit-cache", default=str(Path(__file__).resolve().parents[2] / "bench-cache" / "new_word_fit"),
+                        help="folder keeping fitted rows, keyed by the swapped rows they start from")
     parser.add_argument("--checkpoint-steps", nargs="+", type=int, default=[50],
                         help="also score bits per byte after these global steps")
     parser.add_argument("--zero-shot", default="arc_easy,piqa,hellaswag", help="comma-separated tasks ('' for none)")
@@ -646,9 +651,12 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
     target_tok = alignments.tokenizer(args.train_target)
     started = time.perf_counter()
     model, tokenizer = swap(target_tok, alignments.get(args.train_target, seed), init, source_tok, seed)
-    if (init, seed) not in after_swap_cache:
-        after_swap_cache[(init, seed)] = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
-    curve = {0: after_swap_cache[(init, seed)]}
+    fit = None
+    if args.fit_new_words:
+        fit = fit_new_words(model, tokenizer, teacher, source_tok, alignments.get(args.train_target, seed), args)
+    if (init, seed, bool(fit)) not in after_swap_cache:
+        after_swap_cache[(init, seed, bool(fit))] = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
+    curve = {0: after_swap_cache[(init, seed, bool(fit))]}
     tasks = [t for t in args.zero_shot.split(",") if t]
     before = zero_shot(model, tokenizer, tasks, args.zero_shot_limit) if tasks and args.zero_shot_after_swap else None
     callback = checkpoint_callback(lambda live: bits_per_byte(live, tokenizer, heldout, args.eval_batch),
@@ -671,8 +679,41 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
               "alignment": alignments.summary(args.train_target, seed)}
     if before is not None:
         fields["zero_shot_after_swap"] = before
+    if fit is not None:
+        fields["new_word_fit"] = fit
     fields["seconds"] = {"train": round(train_seconds, 1), "total": round(time.perf_counter() - started, 1)}
     return fields
+
+
+def fit_new_words(model, tokenizer, teacher, source_tok, alignment, args) -> dict:
+    """`tokswap.new_word_fit` on the swapped model (default config), its rows cached on disk by a hash of the rows it
+    starts from and the config (the fit is deterministic given those): the report's fields."""
+    import dataclasses
+    import hashlib
+
+    from tokswap.new_word_fit import NewWordFitConfig, fit_new_word_rows, untie_embeddings
+
+    config = NewWordFitConfig()
+    weight = model.get_input_embeddings().weight.detach()
+    digest = hashlib.sha256(weight.float().numpy().tobytes())
+    digest.update(json.dumps(dataclasses.asdict(config), sort_keys=True).encode())
+    path = Path(args.fit_cache) / f"rows-{digest.hexdigest()[:20]}.pt"
+    if path.is_file():
+        saved = torch.load(path)
+        untie_embeddings(model)
+        with torch.no_grad():
+            model.get_input_embeddings().weight[saved["rows"]] = saved["values"].to(weight.dtype)
+        return {**saved["report"], "cached": True}
+    before = weight.clone()
+    report = fit_new_word_rows(model, teacher, alignment, source_tok, tokenizer, config,
+                               progress=lambda line: print(line, file=sys.stderr, flush=True))
+    after = model.get_input_embeddings().weight.detach()
+    rows = torch.nonzero((after != before).any(-1)).flatten()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    torch.save({"rows": rows, "values": after[rows].clone(), "report": dataclasses.asdict(report)}, partial)
+    partial.replace(path)
+    return dataclasses.asdict(report)
 
 
 # bench option (and row field) -> VocabAdaptationConfig field, for recipe settings an arm may override
@@ -698,6 +739,8 @@ def arm_label(row: dict) -> str:
     extra += "".join(f", {key} {value}" for key, value in recipe.items())
     if row.get("task_near_share") is not None:
         extra += f", {100 * row['task_near_share']:g}% task-near text"
+    if row.get("new_word_fit"):
+        extra += ", new words' input rows fitted"
     steps, stage1 = row["train_steps"], row["stage1_steps"]
     return f"{row['arm']} ({steps} = {stage1} + {steps - stage1} steps{extra})"
 
@@ -742,7 +785,8 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
                             method=(ARMS[arm][0] or args.default_init or default_init_method()))
             if done and (done["train_steps"], done["stage1_steps"]) == (args.train_steps, args.stage1_steps) and \
                     {**UNRECORDED_LRS, **recipe_overrides(done)} == recipe_overrides(args) and \
-                    done.get("task_near_share") == args.task_near_share:
+                    done.get("task_near_share") == args.task_near_share and \
+                    bool(done.get("new_word_fit")) == args.fit_new_words:
                 continue
             teacher = teacher or load_source_model()
             windows = windows or training_windows(train_texts, alignments.tokenizer(args.train_target), source_tok)

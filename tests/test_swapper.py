@@ -445,3 +445,39 @@ def test_cache_entries_replace_a_half_built_entry(tmp_path):
         (tmp / "dataset_dict.json").write_text("{}")
     assert sorted(p.name for p in entry.iterdir()) == ["dataset_dict.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus-abc"]
+
+
+def test_fit_new_words_unties_fits_and_round_trips(source_dir, target_dir, alignment_dir, tmp_path):
+    from tokswap.new_word_fit import NewWordFitConfig
+
+    swapper = TokenizerSwapper.from_pretrained(str(source_dir), str(target_dir), alignment=str(alignment_dir))
+    before = swapper.model.get_input_embeddings().weight.detach().clone()
+    head_before = swapper.model.get_output_embeddings().weight.detach().clone()
+    report = swapper.fit_new_words(config=NewWordFitConfig(max_words=40, iterations=5), progress=False)
+    assert 0 < report.num_words <= 40 and report.loss_after < report.loss_before
+    after = swapper.model.get_input_embeddings().weight.detach()
+    changed = (after != before).any(-1)
+    assert 0 < int(changed.sum()) <= 40
+    assert torch.equal(swapper.model.get_output_embeddings().weight.detach(), head_before)  # was untied already
+    assert swapper.swap_record["new_word_fit"]["num_words"] == report.num_words
+    swapper.save_pretrained(tmp_path / "fitted")
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "fitted")
+    assert torch.equal(reloaded.get_input_embeddings().weight.detach(), after)
+    record = json.loads((tmp_path / "fitted" / "tokswap_config.json").read_text())
+    assert record["new_word_fit"]["max_words"] == 40
+
+
+def test_cli_swap_fit_new_words(source_dir, target_dir, alignment_dir, tmp_path, capsys):
+    from tokswap.cli import main
+
+    out = tmp_path / "cli-fit"
+    args = ["swap", str(source_dir), str(target_dir), "--output", str(out), "--alignment", str(alignment_dir)]
+    assert main(args + ["--fit-max-words", "30"]) == 2  # without --fit-new-words: a usage error
+    assert "--fit-new-words" in capsys.readouterr().err
+    assert main(args + ["--fit-new-words", "--fit-max-words", "30"]) == 0
+    printed = capsys.readouterr().out
+    assert "Fitted 30 new words' input rows" in printed
+    record = json.loads((out / "tokswap_config.json").read_text())
+    assert record["new_word_fit"]["num_words"] == 30 and record["new_word_fit"]["max_words"] == 30
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert not model.config.tie_word_embeddings

@@ -350,6 +350,46 @@ class TokenizerSwapper:
         self.swap_record.setdefault("training", []).append(_describe_run("adapt_vocabulary", config))
         return result
 
+    def fit_new_words(self, config=None, teacher_model=None, teacher_tokenizer=None, progress: bool = True):
+        """Fit the input rows of new whole words so the model reads each as the original model reads its pieces.
+
+        Runs `tokswap.new_word_fit.fit_new_word_rows` with the model before the swap as the teacher (reloaded from
+        `source_model`, or `teacher_model` / `teacher_tokenizer`). A model with tied embeddings is untied (the
+        output rows keep their init). Call it right after `from_pretrained`, before `train`.
+
+        Args:
+            config ([`NewWordFitConfig`], *optional*): which words and how (default: every new token that is a space
+                and letters, split into 2-6 source tokens; 8 layers matched, 20 Adam steps).
+            teacher_model, teacher_tokenizer (*optional*): the original model and its tokenizer.
+            progress (`bool`): log one line per batch of words.
+
+        Returns:
+            [`NewWordFitReport`].
+        """
+        from tokswap.new_word_fit import NewWordFitConfig, fit_new_word_rows
+
+        config = config or NewWordFitConfig()
+        if teacher_model is None:
+            teacher_model, teacher_tokenizer = self._original_model(required=True)
+        if teacher_tokenizer is None:
+            teacher_tokenizer = self.source_tokenizer
+        if teacher_tokenizer is None:
+            raise SwapperError("fit_new_words needs the original tokenizer: pass teacher_tokenizer=.")
+        report = fit_new_word_rows(
+            self.model,
+            teacher_model,
+            self.alignment,
+            teacher_tokenizer,
+            self.tokenizer,
+            config,
+            progress=logger.info if progress else None,
+        )
+        from tokswap.trainer_utils import check_finite
+
+        check_finite(self.model, "The model after fitting new words' rows", False)
+        self.swap_record["new_word_fit"] = {**dataclasses.asdict(config), **dataclasses.asdict(report)}
+        return report
+
     def _original_model(self, required: bool):
         """(the model before the swap, its tokenizer), reloaded from `source_model_id`; None if it cannot be."""
         try:

@@ -65,6 +65,17 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--revision", default=None, help="source model revision")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the Hub")
     parser.add_argument(
+        "--fit-new-words",
+        action="store_true",
+        help="fit new whole words' input rows to the original model's hidden states (untie embeddings; minutes)",
+    )
+    parser.add_argument(
+        "--fit-max-words",
+        type=int,
+        default=None,
+        help="with --fit-new-words: fit at most this many words, lowest ids first (default: all)",
+    )
+    parser.add_argument(
         "--allow-nonfinite",
         action="store_true",
         help="only warn when the source model's weights hold NaN/inf values (default: refuse)",
@@ -74,6 +85,8 @@ def register_cli(subparsers) -> None:
 
 def _cli_swap(args) -> int:
     check_output_dir(args.output, args.overwrite, TOKSWAP_CONFIG_NAME)  # before minutes of loading and surgery
+    if args.fit_max_words is not None and (args.fit_max_words < 1 or not args.fit_new_words):
+        raise SwapperError("--fit-max-words takes a positive number and goes with --fit-new-words.")
     if args.corpus:
         from tokswap.align.pipeline import check_corpus_path
 
@@ -91,6 +104,14 @@ def _cli_swap(args) -> int:
         trust_unverified=args.trust_unverified,
         **_model_kwargs(args),
     )
+    if args.fit_new_words:
+        from tokswap.new_word_fit import NewWordFitConfig
+
+        report = swapper.fit_new_words(NewWordFitConfig(max_words=args.fit_max_words))
+        print(
+            f"Fitted {report.num_words} new words' input rows (matching loss {report.loss_before:.3f} -> "
+            f"{report.loss_after:.3f}, {report.seconds:.0f} s)"
+        )
     swapper.save_pretrained(args.output, overwrite=args.overwrite)
     counts = swapper.swap_record["alignment"]["row_source_counts"]
     print(
