@@ -17,6 +17,7 @@ contexts are generic prefixes, so every new word is fitted, also words no corpus
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import math
@@ -257,6 +258,47 @@ class _BatchFit:
         return first, last
 
 
+def _batches(words: List[NewWord], config: NewWordFitConfig, source_tokenizer, target_tokenizer):
+    """The prefixes' ids on each side, and batches `(usable prefixes, words)` of words with as many pieces and the
+    same prefixes after which their text is still one target token and the same source pieces."""
+    student_prefixes = [
+        _prefix_ids(target_tokenizer) + target_tokenizer(p, add_special_tokens=False)["input_ids"]
+        for p in config.prefixes
+    ]
+    teacher_prefixes = [
+        _prefix_ids(source_tokenizer) + source_tokenizer(p, add_special_tokens=False)["input_ids"]
+        for p in config.prefixes
+    ]
+    groups = defaultdict(list)
+    for word, usable in zip(words, _usable_prefixes(words, config.prefixes, source_tokenizer, target_tokenizer)):
+        if usable:
+            groups[(len(word.pieces), usable)].append(word)
+    batches = [
+        (usable, group[i : i + config.batch_size])
+        for (_, usable), group in sorted(groups.items())
+        for i in range(0, len(group), config.batch_size)
+    ]
+    return student_prefixes, teacher_prefixes, batches
+
+
+@contextlib.contextmanager
+def _frozen_in_eval(*models):
+    """Every parameter frozen and every model in eval mode inside; both restored on exit."""
+    modes = [m.training for m in models]
+    flags = [(p, p.requires_grad) for m in models for p in m.parameters()]
+    for m in models:
+        m.eval()
+    for p, _ in flags:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, flag in flags:
+            p.requires_grad_(flag)
+        for m, mode in zip(models, modes):
+            m.train(mode)
+
+
 def fit_new_word_rows(
     model,
     teacher,
@@ -287,36 +329,13 @@ def fit_new_word_rows(
     embeddings = model.get_input_embeddings().weight
     device = embeddings.device
     step = config.learning_rate * float(embeddings.detach().float().pow(2).mean().sqrt())
-    student_prefixes = [
-        _prefix_ids(target_tokenizer) + target_tokenizer(p, add_special_tokens=False)["input_ids"]
-        for p in config.prefixes
-    ]
-    teacher_prefixes = [
-        _prefix_ids(source_tokenizer) + source_tokenizer(p, add_special_tokens=False)["input_ids"]
-        for p in config.prefixes
-    ]
-    # words whose text, after a prefix, is still one target token and the same source pieces
-    groups = defaultdict(list)
-    for word, usable in zip(words, _usable_prefixes(words, config.prefixes, source_tokenizer, target_tokenizer)):
-        if usable:
-            groups[(len(word.pieces), usable)].append(word)
+    student_prefixes, teacher_prefixes, batches = _batches(words, config, source_tokenizer, target_tokenizer)
     student_hooks, teacher_hooks = _LayerOutputs(model, num_layers), _LayerOutputs(teacher, num_layers)
-    was_training = (model.training, teacher.training)
-    model.eval()
-    teacher.eval()
     student, teacher_decoder = model.get_decoder(), teacher.get_decoder()
     # transformers renames `past_key_values` to `cache`
     cache_kw = "cache" if "cache" in inspect.signature(student.forward).parameters else "past_key_values"
-    frozen = [(p, p.requires_grad) for p in list(model.parameters()) + list(teacher.parameters())]
-    for p, _ in frozen:
-        p.requires_grad_(False)
     fitted, before_sum, after_sum = 0, 0.0, 0.0
-    try:
-        batches = [
-            (usable, group[i : i + config.batch_size])
-            for (_, usable), group in sorted(groups.items())
-            for i in range(0, len(group), config.batch_size)
-        ]
+    with _frozen_in_eval(model, teacher):
         for number, (usable, batch) in enumerate(batches, 1):
             rows = torch.tensor([w.row for w in batch], device=device)
             targets, caches = [], []
@@ -338,11 +357,6 @@ def fit_new_word_rows(
                     f"new words: batch {number}/{len(batches)}, {fitted} rows, matching loss "
                     f"{float(first.mean()):.3f} -> {float(last.mean()):.3f}, {time.perf_counter() - started:.0f}s"
                 )
-    finally:
-        for p, flag in frozen:
-            p.requires_grad_(flag)
-        model.train(was_training[0])
-        teacher.train(was_training[1])
     return NewWordFitReport(
         num_words=fitted,
         loss_before=before_sum / max(fitted, 1),

@@ -64,6 +64,16 @@ def register_cli(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the random init methods")
     parser.add_argument("--revision", default=None, help="source model revision")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the Hub")
+    _add_fit_arguments(parser)
+    parser.add_argument(
+        "--allow-nonfinite",
+        action="store_true",
+        help="only warn when the source model's weights hold NaN/inf values (default: refuse)",
+    )
+    parser.set_defaults(func=_cli_swap)
+
+
+def _add_fit_arguments(parser) -> None:
     parser.add_argument(
         "--fit-new-words",
         action="store_true",
@@ -75,12 +85,6 @@ def register_cli(subparsers) -> None:
         default=None,
         help="with --fit-new-words: fit at most this many words, lowest ids first (default: all)",
     )
-    parser.add_argument(
-        "--allow-nonfinite",
-        action="store_true",
-        help="only warn when the source model's weights hold NaN/inf values (default: refuse)",
-    )
-    parser.set_defaults(func=_cli_swap)
 
 
 def _cli_swap(args) -> int:
