@@ -52,6 +52,12 @@ def new_token_questions(task: str, n: int, source_vocab: set, target_tok) -> tup
     return places, counts, choice_counts, sides
 
 
+def most_common(counter: collections.Counter, n: int) -> list:
+    """The n largest counts, ties by token: the counters are filled from sets, whose order changes with Python's hash
+    seed, so `Counter.most_common` would order ties differently from run to run."""
+    return sorted(counter.items(), key=lambda item: (-item[1], item[0]))[:n]
+
+
 def main() -> int:
     from tokswap.loading import load_tokenizer
 
@@ -101,9 +107,9 @@ def main() -> int:
                     lines.append(f"| {lb.arm_label(r)}, seed {r['seed']} | {when} | {task} | {result['num_examples']} "
                                  f"| {label} | {len(pick)} | {diff:+.1f} ± {se:.1f} | {lost} | {gained} |")
     for task, (counts, choice_counts) in top.items():
-        shown = ", ".join(f"`{token!r}` {count}" for token, count in counts.most_common(8))
+        shown = ", ".join(f"`{token!r}` {count}" for token, count in most_common(counts, 8))
         lines += ["", f"{task}: the new tokens in most questions (questions holding them): {shown}"]
-        shown = ", ".join(f"`{token!r}` {count}" for token, count in choice_counts.most_common(12))
+        shown = ", ".join(f"`{token!r}` {count}" for token, count in most_common(choice_counts, 12))
         lines += ["", f"{task}: the new tokens in most scored choices (questions holding them in a choice; "
                   f"{len(choice_counts)} distinct): {shown}"]
     (RESULTS / "zero_shot_new_tokens.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
