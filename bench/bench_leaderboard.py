@@ -119,6 +119,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "states (tokswap.new_word_fit, default config; the model is untied)")
     parser.add_argument("--fit-cache", default=str(Path(__file__).resolve().parents[2] / "bench-cache" / "new_word_fit"),
                         help="folder keeping fitted rows, keyed by the swapped rows they start from")
+    parser.add_argument("--merge-original", nargs="+", type=float, default=None, metavar="W",
+                        help="after training, also score the model with its decoder weights moved a share W of the way "
+                             "back to the original model's (tokswap.body_merge); one row per W")
     parser.add_argument("--checkpoint-steps", nargs="+", type=int, default=[50],
                         help="also score bits per byte after these global steps")
     parser.add_argument("--zero-shot", default="arc_easy,piqa,hellaswag", help="comma-separated tasks ('' for none)")
@@ -501,12 +504,14 @@ def append_row(path, row: dict) -> None:
 
 
 def find_row(rows: list, config: dict, phase: str, target=None, method=None, seed=None, arm=None,
-             any_seed: bool = False):
-    """The last successful row of this (phase, target, method, seed, arm) under `config`, or None."""
+             any_seed: bool = False, where=None):
+    """The last successful row of this (phase, target, method, seed, arm) under `config` whose fields hold the values
+    in `where` (a missing field counts as None), or None."""
     for row in reversed(rows):
         if (row.get("phase") == phase and row.get("config") == config and row.get("target") == target
                 and row.get("method") == method and row.get("arm") == arm and "error" not in row
-                and (any_seed or row.get("seed") == seed)):
+                and (any_seed or row.get("seed") == seed)
+                and all(row.get(key) == value for key, value in (where or {}).items())):
             return row
     return None
 
@@ -681,8 +686,41 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
         fields["zero_shot_after_swap"] = before
     if fit is not None:
         fields["new_word_fit"] = fit
+    if args.merge_original:
+        fields["merged"] = {str(w): merged_scores(model, teacher, w, tokenizer, heldout, tasks, args)
+                            for w in args.merge_original}
     fields["seconds"] = {"train": round(train_seconds, 1), "total": round(time.perf_counter() - started, 1)}
     return fields
+
+
+def merged_scores(model, original, weight: float, tokenizer, heldout, tasks: list, args) -> dict:
+    """Bits per byte and zero-shot of a copy of `model` with its decoder moved a share `weight` back to `original`."""
+    import copy
+
+    from tokswap.body_merge import merge_body_with_original
+
+    merged = copy.deepcopy(model)
+    merge_body_with_original(merged, original, weight)
+    merged.eval()
+    result = {**scored(bits_per_byte(merged, tokenizer, heldout, args.eval_batch)),
+              "zero_shot": zero_shot(merged, tokenizer, tasks, args.zero_shot_limit) if tasks else {}}
+    del merged
+    return result
+
+
+def merged_rows(row: dict) -> list:
+    """One row per merge weight of a trained row with `merged` scores: the merged model's scores at the last step, the
+    trained model's kept under `unmerged`."""
+    out = []
+    for weight, result in row.pop("merged", {}).items():
+        merged = {**row, "merge_original": float(weight), "zero_shot": result["zero_shot"],
+                  "bpb": result["bpb"], "mean_bpb": result["mean_bpb"],
+                  "unmerged": {"bpb": row["bpb"], "mean_bpb": row["mean_bpb"], "zero_shot": row["zero_shot"]},
+                  "curve": {**row["curve"], str(row["train_steps"]): {"bpb": result["bpb"],
+                                                                      "mean_bpb": result["mean_bpb"]}}}
+        merged.pop("zero_shot_after_swap", None)
+        out.append(merged)
+    return out
 
 
 def fit_new_words(model, tokenizer, teacher, source_tok, alignment, args) -> dict:
@@ -741,6 +779,8 @@ def arm_label(row: dict) -> str:
         extra += f", {100 * row['task_near_share']:g}% task-near text"
     if row.get("new_word_fit"):
         extra += ", new words' input rows fitted"
+    if row.get("merge_original") is not None:
+        extra += f", then decoder moved {100 * row['merge_original']:g}% back to the original's"
     steps, stage1 = row["train_steps"], row["stage1_steps"]
     return f"{row['arm']} ({steps} = {stage1} + {steps - stage1} steps{extra})"
 
@@ -781,12 +821,8 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
     for seed in args.train_seeds:
         dataset = None
         for arm in args.arms:
-            done = find_row(rows, config, "train", args.train_target, seed=seed, arm=arm, any_seed=False,
-                            method=(ARMS[arm][0] or args.default_init or default_init_method()))
-            if done and (done["train_steps"], done["stage1_steps"]) == (args.train_steps, args.stage1_steps) and \
-                    {**UNRECORDED_LRS, **recipe_overrides(done)} == recipe_overrides(args) and \
-                    done.get("task_near_share") == args.task_near_share and \
-                    bool(done.get("new_word_fit")) == args.fit_new_words:
+            trained_done = is_done(rows, config, args, arm, seed, None)
+            if trained_done and all(is_done(rows, config, args, arm, seed, w) for w in args.merge_original or []):
                 continue
             teacher = teacher or load_source_model()
             windows = windows or training_windows(train_texts, alignments.tokenizer(args.train_target), source_tok)
@@ -807,8 +843,24 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
             except Exception as err:  # noqa: BLE001
                 row.setdefault("method", ARMS[arm][0] or args.default_init or default_init_method())
                 row["error"] = f"{type(err).__name__}: {err}"
-            append_row(args.output, row)
-            rows.append(row)
+            for merged in merged_rows(row):
+                merged["gap_closed"] = gap_closed(merged["curve"], original)
+                append_row(args.output, merged)
+                rows.append(merged)
+            if not trained_done or "error" in row:  # a re-run for merge weights does not count its seed twice
+                append_row(args.output, row)
+                rows.append(row)
+
+
+def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original) -> bool:
+    """Whether a row of this arm and seed with the run's recipe (and decoder merge weight) is already kept."""
+    done = find_row(rows, config, "train", args.train_target, seed=seed, arm=arm, any_seed=False,
+                    method=(ARMS[arm][0] or args.default_init or default_init_method()),
+                    where={"merge_original": merge_original})
+    return bool(done) and (done["train_steps"], done["stage1_steps"]) == (args.train_steps, args.stage1_steps) and \
+        {**UNRECORDED_LRS, **recipe_overrides(done)} == recipe_overrides(args) and \
+        done.get("task_near_share") == args.task_near_share and \
+        bool(done.get("new_word_fit")) == args.fit_new_words
 
 
 # ------------------------------------------------------------------------------------------ markdown

@@ -163,12 +163,17 @@ def test_model_card_from_the_swappers_record(tmp_path):
                     "stage2": "full",
                     "stage2_max_steps": 200,
                     "stage2_learning_rate": 5e-5,
+                    "merge_original_weight": 0.25,
                     "lora_r": 64,
                     "output_dir": "x",
                     "report_to": "none",
                 },
             },
-            {"kind": "distill", "config": {"max_steps": 50, "temperature": 1.0}, "teacher": "Qwen/Qwen2.5-0.5B"},
+            {
+                "kind": "distill",
+                "config": {"merge_original_weight": 0.0, "max_steps": 50, "temperature": 1.0},
+                "teacher": "Qwen/Qwen2.5-0.5B",
+            },
         ],
     }
     (folder / "tokswap_config.json").write_text(json.dumps(record))
@@ -181,6 +186,7 @@ def test_model_card_from_the_swappers_record(tmp_path):
     text = card.text
     assert "134.5M parameters" in text
     assert "two-stage vocabulary adaptation: stage1_max_steps=100, stage1_learning_rate=0.00064, stage2=full" in text
+    assert "stage2_learning_rate=5e-05, merge_original_weight=0.25" in text
     assert "lora_r" not in text and "output_dir" not in text
     assert "token-level distillation from teacher `Qwen/Qwen2.5-0.5B`: max_steps=50, temperature=1" in text
     assert "tokswap-alignments/smollm2_to_qwen2.5" in text

@@ -68,6 +68,8 @@ CASES = [
     ("train-zero-lr", TRAIN + ["--stage1-lr", "0"], "--stage1-lr) must be a finite number > 0"),
     ("train-negative-steps", TRAIN + ["--stage1-steps", "-2"], "--stage1-steps) must be >= 0"),
     ("train-zero-save-steps", TRAIN + ["--save-steps", "0"], "--save-steps)"),
+    ("train-merge-original-range", TRAIN + ["--merge-original", "1.5"], "--merge-original) must be in [0, 1]"),
+    ("train-merge-original-without-teacher", TRAIN + ["--merge-original", "0.5"], "pass --teacher MODEL"),
     ("distill-negative-max-steps", DISTILL + ["--max-steps", "-3"], "--max-steps) must be -1 (one epoch)"),
     ("distill-zero-batch", DISTILL + ["--batch-size", "0"], "--batch-size)"),
     ("distill-zero-lr", DISTILL + ["--lr", "0"], "--lr)"),

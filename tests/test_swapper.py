@@ -227,6 +227,27 @@ def test_train_and_distill_delegate(swapper, monkeypatch):
     del swapper.swap_record["training"][before:]
 
 
+def test_train_with_merge_original_passes_the_original_model(swapper, source_dir, monkeypatch, tmp_path):
+    import tokswap.training
+    from tokswap.training import VocabAdaptationConfig
+
+    seen = {}
+
+    def fake_adapt(model, tokenizer, dataset, config=None, **kwargs):
+        seen.update(kwargs)
+        return types.SimpleNamespace(model=model)
+
+    monkeypatch.setattr(tokswap.training, "adapt_vocabulary", fake_adapt)
+    before = len(swapper.swap_record["training"])
+    swapper.train(["text"], config=VocabAdaptationConfig(output_dir=str(tmp_path), merge_original_weight=0.5))
+    original = AutoModelForCausalLM.from_pretrained(source_dir)
+    assert seen["teacher_model"] is not swapper.model
+    assert torch.equal(seen["teacher_model"].get_input_embeddings().weight, original.get_input_embeddings().weight)
+    assert len(seen["teacher_tokenizer"]) == len(_tokenizer("gpt-neox"))
+    assert swapper.swap_record["training"][-1]["config"]["merge_original_weight"] == 0.5
+    del swapper.swap_record["training"][before:]
+
+
 def test_cli_swap(source_dir, target_dir, alignment_dir, tmp_path, capsys):
     from tokswap.cli import main
 

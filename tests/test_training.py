@@ -173,6 +173,40 @@ def test_stage2_full_trains_the_body(fresh_tokenizer, text_dataset, tmp_path):
 
 
 @pytest.mark.slow
+def test_merge_original_moves_the_trained_body_back(fresh_tokenizer, text_dataset, tmp_path):
+    original = make_model("llama-untied")
+    steps = dict(stage1_max_steps=2, stage2_max_steps=2)
+    trained = adapt_vocabulary(
+        make_model("llama-untied"), fresh_tokenizer, text_dataset, tiny_config(tmp_path, **steps)
+    )
+    merged = adapt_vocabulary(
+        make_model("llama-untied"),
+        copy.deepcopy(fresh_tokenizer),
+        text_dataset,
+        tiny_config(tmp_path / "merged", merge_original_weight=0.25, **steps),
+        teacher_model=original,
+    )
+    embeddings = embedding_names(merged.model)
+    reference, trained_weights = dict(original.named_parameters()), dict(trained.model.named_parameters())
+    for name, weight in merged.model.named_parameters():
+        if name in embeddings:  # kept as trained
+            torch.testing.assert_close(weight, trained_weights[name])
+        else:
+            expected = 0.75 * trained_weights[name] + 0.25 * reference[name]
+            torch.testing.assert_close(weight, expected, rtol=1e-5, atol=1e-6)
+    assert "model.layers.0.self_attn.q_proj.weight" in changed_parameters(trained.model, snapshot(original))
+    assert all(p.requires_grad for p in merged.model.parameters())
+
+
+def test_merge_original_needs_the_original_model(fresh_tokenizer, text_dataset, tmp_path):
+    config = tiny_config(tmp_path, merge_original_weight=0.5)
+    with pytest.raises(TrainingError, match="needs the model before the swap: pass teacher_model="):
+        adapt_vocabulary(make_model("llama-untied"), fresh_tokenizer, text_dataset, config)
+    with pytest.raises(TrainingError, match="keep merge_adapters=True"):
+        VocabAdaptationConfig(merge_original_weight=0.5, stage2="lora", merge_adapters=False)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["llama-tied", "gpt-neox"])
 def test_stage2_lora_trains_embeddings_and_merges(arch, fresh_tokenizer, text_dataset, tmp_path):
     model = make_model(arch)
@@ -553,6 +587,7 @@ def test_non_finite_loss_callback_reads_the_logs():
         ("stage2_learning_rate", -1e-4, r"--stage2-lr\) must be a finite number > 0"),
         ("stage1_max_steps", -3, r"stage1_max_steps \(--stage1-steps\) must be >= 0"),
         ("warmup_ratio", 1.5, r"warmup_ratio must be in \[0, 1\)"),
+        ("merge_original_weight", 1.5, r"merge_original_weight \(--merge-original\) must be in \[0, 1\]"),
     ],
 )
 def test_config_ranges_are_checked(option, value, message):

@@ -335,13 +335,15 @@ class TokenizerSwapper:
         With `VocabAdaptationConfig(recovery="self_distill")` (or `"auto"`) the model before the swap, reloaded from
         `source_model` with its own tokenizer, is the teacher: the swapped model learns to match it on the same text
         (self-distillation across the swap, `tokswap.self_distillation`). Pass `teacher_model=` /
-        `teacher_tokenizer=` to give it yourself. The default is plain cross-entropy (`recovery="ce"`).
+        `teacher_tokenizer=` to give it yourself. The default is plain cross-entropy (`recovery="ce"`). With
+        `merge_original_weight` the same original model is what the decoder is moved back toward after training.
         """
         from tokswap.training import VocabAdaptationConfig, adapt_vocabulary
 
         config = config or VocabAdaptationConfig()
-        if config.recovery != "ce" and kwargs.get("teacher_model") is None:
-            teacher = self._original_model(required=config.recovery == "self_distill")
+        needs_original = config.recovery == "self_distill" or config.merge_original_weight > 0
+        if (needs_original or config.recovery == "auto") and kwargs.get("teacher_model") is None:
+            teacher = self._original_model(required=needs_original)
             if teacher is not None:
                 kwargs["teacher_model"], kwargs["teacher_tokenizer"] = teacher
         kwargs.setdefault("alignment", self.alignment)
@@ -402,7 +404,8 @@ class TokenizerSwapper:
             tokenizer = self.source_tokenizer or model_tokenizer(self.source_model_id)
         except (OSError, ValueError, TokswapError) as err:
             message = (
-                f"Could not reload the original model {self.source_model_id!r} as the self-distillation teacher ({err})"
+                f"Could not reload the original model {self.source_model_id!r} (the self-distillation teacher and "
+                f"what merge_original_weight moves back toward): {err}"
             )
             if required:
                 raise SwapperError(message + "; pass teacher_model= and teacher_tokenizer=.") from err

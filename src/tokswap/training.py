@@ -208,6 +208,14 @@ class VocabAdaptationConfig:
             "the original model is given as teacher, else ce."
         },
     )
+    merge_original_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "After stage 2, move the decoder weights this share of the way back to the model before the swap "
+            "(WiSE-FT, tokswap.body_merge; embeddings are kept); 0 keeps the trained weights. Needs the original "
+            "model as teacher_model (TokenizerSwapper.train passes it)."
+        },
+    )
     self_distill_ce_weight: float = field(
         default=1.0, metadata={"help": "Self-distillation: weight of the cross-entropy on the new tokens."}
     )
@@ -268,6 +276,13 @@ class VocabAdaptationConfig:
             check_positive(TrainingError, name, getattr(self, name), flag)
         check_positive_int(TrainingError, "save_total_limit", self.save_total_limit, optional=True)
         check_fraction(TrainingError, "lora_dropout", self.lora_dropout)
+        check_fraction(
+            TrainingError, "merge_original_weight", self.merge_original_weight, "--merge-original", closed=True
+        )
+        if self.merge_original_weight and self.stage2 == "lora" and not self.merge_adapters:
+            raise TrainingError(
+                "merge_original_weight moves merged weights: with stage2='lora' keep merge_adapters=True (drop --no-merge)."
+            )
         if self.bf16 and not bf16_supported():
             raise TrainingError(
                 "bf16=True needs a CUDA GPU with bf16 support; none is visible. Leave bf16 unset to choose automatically."
@@ -528,6 +543,7 @@ def adapt_vocabulary(
     callbacks = with_non_finite_check(callbacks)
     align_special_token_ids(model, tokenizer)
     teacher = _recovery_teacher(config, teacher_model, teacher_tokenizer)
+    _check_merge_original(config, teacher_model)
     if teacher is not None:  # both tokenizations are built once and shared by the two stages
         train_dataset = _self_distillation_data(train_dataset, tokenizer, teacher, config)
         eval_dataset = _self_distillation_data(eval_dataset, tokenizer, teacher, config)
@@ -536,6 +552,7 @@ def adapt_vocabulary(
     data = (train_dataset, eval_dataset)
     model = _stage1(model, tokenizer, data, config, resume1, resume2, callbacks, teacher, result, frozen_rows)
     model = _stage2(model, tokenizer, data, config, resume2, callbacks, teacher, result)
+    _merge_original(model, config, teacher_model)
     model.requires_grad_(True)
     result.model = model
     if config.save_final_model and is_main_process():
@@ -543,6 +560,26 @@ def adapt_vocabulary(
         tokenizer.save_pretrained(config.output_dir)
         result.final_output_dir = config.output_dir
     return result
+
+
+def _check_merge_original(config: VocabAdaptationConfig, original) -> None:
+    """Before training: `merge_original_weight` needs the model before the swap."""
+    if config.merge_original_weight and original is None:
+        raise TrainingError(
+            "merge_original_weight needs the model before the swap: pass teacher_model= (TokenizerSwapper.train does "
+            "this for you), or set merge_original_weight=0."
+        )
+
+
+def _merge_original(model, config: VocabAdaptationConfig, original) -> None:
+    """After stage 2: the decoder weights moved `merge_original_weight` of the way back to the original's."""
+    if config.merge_original_weight:
+        from tokswap.body_merge import merge_body_with_original
+
+        merged = merge_body_with_original(model, original, config.merge_original_weight)
+        logger.info(
+            "Moved %d decoder weights %g of the way back to the original.", merged, config.merge_original_weight
+        )
 
 
 def _self_distillation_data(dataset, tokenizer, teacher, config: VocabAdaptationConfig):

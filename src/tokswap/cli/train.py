@@ -67,19 +67,7 @@ def register_cli(subparsers) -> None:
     )
     parser.add_argument("--lora-r", type=int, default=defaults.lora_r)
     parser.add_argument("--lora-alpha", type=int, default=defaults.lora_alpha)
-    parser.add_argument(
-        "--recovery",
-        choices=RECOVERY_MODES,
-        default=defaults.recovery,
-        help="ce (default): plain cross-entropy; self_distill: the model before the swap teaches the "
-        "swapped one; auto: self_distill when the original model is known (--teacher, or the source "
-        "model recorded in MODEL_DIR/tokswap_config.json)",
-    )
-    parser.add_argument(
-        "--teacher",
-        default=None,
-        help="the original model (before the swap) for self-distillation; default: the recorded source",
-    )
+    _add_recovery_arguments(parser, defaults)
     parser.add_argument("--no-merge", action="store_true", help="keep LoRA adapters separate (stage2=lora)")
     parser.add_argument("--no-packing", action="store_true", help="pad instead of packing sequences")
     parser.add_argument("--activation-checkpointing", action="store_true", help="trade compute for memory")
@@ -113,13 +101,15 @@ def _cli_train(args) -> int:
         packing=not args.no_packing,
         activation_checkpointing=args.activation_checkpointing,
         recovery=args.recovery,
+        merge_original_weight=args.merge_original,
         **run_arguments(args),
     )
     dataset = load_training_dataset(args.dataset)
     _check_dataset(dataset, config.dataset_text_field)  # before the model is loaded
     alignment = _cli_alignment(args.model_dir) if config.stage1_frozen_rows != "none" else None
+    teacher = _cli_teacher_name(args)  # before the model is loaded
     model, tokenizer = load_model_for_training(args.model_dir)
-    teacher_model, teacher_tokenizer = _cli_teacher(args, model)
+    teacher_model, teacher_tokenizer = _load_teacher(teacher, model)
     result = adapt_vocabulary(
         model,
         tokenizer,
@@ -142,6 +132,30 @@ def _cli_train(args) -> int:
     return 0
 
 
+def _add_recovery_arguments(parser, defaults) -> None:
+    """What training recovers toward: --recovery, --teacher (the model before the swap), --merge-original."""
+    parser.add_argument(
+        "--recovery",
+        choices=RECOVERY_MODES,
+        default=defaults.recovery,
+        help="ce (default): plain cross-entropy; self_distill: the model before the swap teaches the "
+        "swapped one; auto: self_distill when the original model is known (--teacher, or the source "
+        "model recorded in MODEL_DIR/tokswap_config.json)",
+    )
+    parser.add_argument(
+        "--teacher",
+        default=None,
+        help="the original model (before the swap) for self-distillation; default: the recorded source",
+    )
+    parser.add_argument(
+        "--merge-original",
+        type=float,
+        default=defaults.merge_original_weight,
+        metavar="W",
+        help="after stage 2, move the decoder weights a share W of the way back to the model before the swap",
+    )
+
+
 def _cli_alignment(model_dir: str):
     """The alignment `tokswap swap` saved beside the model (MODEL_DIR/alignment)."""
     folder = Path(model_dir, ALIGNMENT_SUBFOLDER)
@@ -155,20 +169,27 @@ def _cli_alignment(model_dir: str):
     return TokenAlignment.from_pretrained(folder)
 
 
-def _cli_teacher(args, model):
-    """The original model and tokenizer for self-distillation: --teacher, else the source recorded by `tokswap swap`."""
-    if args.recovery == "ce":
-        return None, None
+def _cli_teacher_name(args):
+    """The original model for self-distillation or --merge-original: --teacher, else the source recorded by
+    `tokswap swap`; None when the run does not use one."""
+    needed = args.recovery == "self_distill" or args.merge_original > 0
+    if not needed and args.recovery == "ce":
+        return None
     teacher = args.teacher
     record = Path(args.model_dir, "tokswap_config.json")
     if teacher is None and record.is_file():
         teacher = json.loads(record.read_text(encoding="utf-8")).get("source_model")
-    if not teacher:
-        if args.recovery == "self_distill":
-            raise TrainingError(
-                "--recovery self_distill needs the model before the swap: pass --teacher MODEL (a folder, Hub id or "
-                "tokswap asset name), or use --recovery ce."
-            )
+    if not teacher and needed:
+        raise TrainingError(
+            "--recovery self_distill and --merge-original need the model before the swap: pass --teacher MODEL (a "
+            "folder, Hub id or tokswap asset name), or use --recovery ce and --merge-original 0."
+        )
+    return teacher or None
+
+
+def _load_teacher(teacher, model):
+    """(model, tokenizer) of `teacher` in `model`'s dtype, or (None, None)."""
+    if teacher is None:
         return None, None
     from tokswap.loading import load_model, model_tokenizer
 

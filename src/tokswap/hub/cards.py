@@ -229,6 +229,7 @@ _RECIPE_KEYS = (
     "stage2_max_steps",
     "stage2_tokens",
     "stage2_learning_rate",
+    "merge_original_weight",
     "lora_r",
     "max_steps",
     "num_train_epochs",
@@ -258,6 +259,8 @@ def _describe_run(run: Any, label: str) -> str:
     settings = {key: config[key] for key in _RECIPE_KEYS if config.get(key) not in (None, "", [])}
     if config.get("stage2") != "lora":
         settings.pop("lora_r", None)
+    if not settings.get("merge_original_weight"):  # 0: the trained weights were kept
+        settings.pop("merge_original_weight", None)
     extras = {k: v for k, v in run.items() if k not in ("kind", "config") and not isinstance(v, (dict, list))}
     text = kind
     if "teacher" in extras:
