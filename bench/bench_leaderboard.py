@@ -504,14 +504,12 @@ def append_row(path, row: dict) -> None:
 
 
 def find_row(rows: list, config: dict, phase: str, target=None, method=None, seed=None, arm=None,
-             any_seed: bool = False, where=None):
-    """The last successful row of this (phase, target, method, seed, arm) under `config` whose fields hold the values
-    in `where` (a missing field counts as None), or None."""
+             any_seed: bool = False):
+    """The last successful row of this (phase, target, method, seed, arm) under `config`, or None."""
     for row in reversed(rows):
         if (row.get("phase") == phase and row.get("config") == config and row.get("target") == target
                 and row.get("method") == method and row.get("arm") == arm and "error" not in row
-                and (any_seed or row.get("seed") == seed)
-                and all(row.get(key) == value for key, value in (where or {}).items())):
+                and (any_seed or row.get("seed") == seed)):
             return row
     return None
 
@@ -853,14 +851,18 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
 
 
 def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original) -> bool:
-    """Whether a row of this arm and seed with the run's recipe (and decoder merge weight) is already kept."""
-    done = find_row(rows, config, "train", args.train_target, seed=seed, arm=arm, any_seed=False,
-                    method=(ARMS[arm][0] or args.default_init or default_init_method()),
-                    where={"merge_original": merge_original})
-    return bool(done) and (done["train_steps"], done["stage1_steps"]) == (args.train_steps, args.stage1_steps) and \
-        {**UNRECORDED_LRS, **recipe_overrides(done)} == recipe_overrides(args) and \
-        done.get("task_near_share") == args.task_near_share and \
-        bool(done.get("new_word_fit")) == args.fit_new_words
+    """Whether any kept row of this arm and seed has the run's recipe (and decoder merge weight): not only the last
+    row of the arm and seed, which may be another recipe's."""
+    method = ARMS[arm][0] or args.default_init or default_init_method()
+    return any(
+        row.get("phase") == "train" and row.get("config") == config and row.get("target") == args.train_target
+        and row.get("method") == method and row.get("arm") == arm and row.get("seed") == seed and "error" not in row
+        and row.get("merge_original") == merge_original
+        and (row["train_steps"], row["stage1_steps"]) == (args.train_steps, args.stage1_steps)
+        and {**UNRECORDED_LRS, **recipe_overrides(row)} == recipe_overrides(args)
+        and row.get("task_near_share") == args.task_near_share
+        and bool(row.get("new_word_fit")) == args.fit_new_words
+        for row in rows)
 
 
 # ------------------------------------------------------------------------------------------ markdown
