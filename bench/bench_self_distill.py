@@ -19,6 +19,7 @@ their mean; `swap` is the model right after the swap):
     python bench/bench_self_distill.py hid10,sd10 20 >> bench/results/self_distill.jsonl
     python bench/bench_self_distill.py swap_scaled,ce_scaled 20 >> bench/results/self_distill.jsonl
     python bench/bench_self_distill.py ce,sd,hid10,sd10 20 --seed 1 >> bench/results/self_distill.jsonl
+    python bench/bench_self_distill.py ce_scaled 20 --seed 1 | grep '^{"arm"' >> bench/results/self_distill.jsonl
     python bench/bench_self_distill.py --table      # writes bench/results/self_distill.md from the jsonl
 
 `--seed N` (default 0) shuffles the training windows and seeds the trainer with N; the swap itself has no
@@ -117,7 +118,8 @@ def write_table() -> str:
         "    python bench/bench_self_distill.py swap,ce,sd 20 > bench/results/self_distill.jsonl",
         "    python bench/bench_self_distill.py hid10,sd10 20 >> bench/results/self_distill.jsonl",
         "    python bench/bench_self_distill.py swap_scaled,ce_scaled 20 >> bench/results/self_distill.jsonl",
-        "    python bench/bench_self_distill.py ce,sd,hid10,sd10 20 --seed 1 >> bench/results/self_distill.jsonl", "",
+        "    python bench/bench_self_distill.py ce,sd,hid10,sd10 20 --seed 1 >> bench/results/self_distill.jsonl",
+        "    python bench/bench_self_distill.py ce_scaled 20 --seed 1 | grep '^{\"arm\"' >> bench/results/self_distill.jsonl", "",
         "20 stage-1 steps (embeddings + tied head, lr 6.4e-4, 4 x 128 tokens), identical windows of text in the same "
         "order for every arm of a seed (the seed shuffles the windows and seeds the trainer); bits per byte on held-out "
         "whole documents (en, code, de, zh; 3,000 bytes each). Per-domain columns are means over the arm's seeds; "
