@@ -114,6 +114,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--task-near-share", type=float, default=None,
                         help="train on this share of windows of unlabelled question + choices text from multiple-choice "
                              "sets the zero-shot scoring never reads (see task_near_documents); the rest from the corpus")
+    parser.add_argument("--fit-output-rows", choices=["corpus", "task-near"],
+                        help="right after the swap, fit the output rows of the new tokens that occur in this text by "
+                             "its likelihood, all else frozen (tokswap.output_row_fit, default config; the model is "
+                             "untied): the alignment corpus's training pieces, or the task-near documents "
+                             "(see task_near_documents)")
     parser.add_argument("--fit-new-words", action="store_true",
                         help="right after the swap, fit new whole words' input rows to the original model's hidden "
                              "states (tokswap.new_word_fit, default config; the model is untied)")
@@ -657,9 +662,13 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
     fit = None
     if args.fit_new_words:
         fit = fit_new_words(model, tokenizer, teacher, source_tok, alignments.get(args.train_target, seed), args)
-    if (init, seed, bool(fit)) not in after_swap_cache:
-        after_swap_cache[(init, seed, bool(fit))] = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
-    curve = {0: after_swap_cache[(init, seed, bool(fit))]}
+    output_fit = None
+    if args.fit_output_rows:
+        output_fit = fit_output_rows(model, tokenizer, alignments.train_texts, alignments.get(args.train_target, seed), args)
+    key = (init, seed, bool(fit), args.fit_output_rows)
+    if key not in after_swap_cache:
+        after_swap_cache[key] = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
+    curve = {0: after_swap_cache[key]}
     tasks = [t for t in args.zero_shot.split(",") if t]
     before = zero_shot(model, tokenizer, tasks, args.zero_shot_limit) if tasks and args.zero_shot_after_swap else None
     callback = checkpoint_callback(lambda live: bits_per_byte(live, tokenizer, heldout, args.eval_batch),
@@ -684,6 +693,8 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
         fields["zero_shot_after_swap"] = before
     if fit is not None:
         fields["new_word_fit"] = fit
+    if output_fit is not None:
+        fields["output_row_fit"] = output_fit
     if args.merge_original:
         fields["merged"] = {str(w): merged_scores(model, teacher, w, tokenizer, heldout, tasks, args)
                             for w in args.merge_original}
@@ -752,6 +763,20 @@ def fit_new_words(model, tokenizer, teacher, source_tok, alignment, args) -> dic
     return dataclasses.asdict(report)
 
 
+def fit_output_rows(model, tokenizer, corpus_texts: list, alignment, args) -> dict:
+    """`tokswap.output_row_fit` on the swapped model (default config) over the text `--fit-output-rows` names, shuffled
+    with seed 0 (the same text for every training seed): the report's fields and the text's name."""
+    import dataclasses
+
+    from tokswap.output_row_fit import fit_output_rows as fit
+    from tokswap.output_row_fit import initialized_rows
+
+    texts = task_near_documents() if args.fit_output_rows == "task-near" else corpus_texts
+    report = fit(model, tokenizer, shuffled(texts, 0), initialized_rows(alignment),
+                 progress=lambda line: print(line, file=sys.stderr, flush=True))
+    return {"texts": args.fit_output_rows, **dataclasses.asdict(report)}
+
+
 # bench option (and row field) -> VocabAdaptationConfig field, for recipe settings an arm may override
 RECIPE_FIELDS = {"stage1_lr": "stage1_learning_rate", "stage2_lr": "stage2_learning_rate",
                  "stage1_frozen_rows": "stage1_frozen_rows"}
@@ -777,6 +802,8 @@ def arm_label(row: dict) -> str:
         extra += f", {100 * row['task_near_share']:g}% task-near text"
     if row.get("new_word_fit"):
         extra += ", new words' input rows fitted"
+    if row.get("output_row_fit"):
+        extra += f", new tokens' output rows fitted on {row['output_row_fit']['texts']} text"
     if row.get("merge_original") is not None:
         extra += f", then decoder moved {100 * row['merge_original']:g}% back to the original's"
     steps, stage1 = row["train_steps"], row["stage1_steps"]
@@ -862,6 +889,7 @@ def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original)
         and {**UNRECORDED_LRS, **recipe_overrides(row)} == recipe_overrides(args)
         and row.get("task_near_share") == args.task_near_share
         and bool(row.get("new_word_fit")) == args.fit_new_words
+        and row.get("output_row_fit", {}).get("texts") == args.fit_output_rows
         for row in rows)
 
 

@@ -502,3 +502,43 @@ def test_cli_swap_fit_new_words(source_dir, target_dir, alignment_dir, tmp_path,
     assert record["new_word_fit"]["num_words"] == 30 and record["new_word_fit"]["max_words"] == 30
     model = AutoModelForCausalLM.from_pretrained(out)
     assert not model.config.tie_word_embeddings
+
+
+def test_fit_output_rows_fits_new_rows_from_a_text_file(source_dir, target_dir, alignment_dir, tmp_path):
+    from tokswap.output_row_fit import OutputRowFitConfig, initialized_rows
+
+    text = tmp_path / "domain.txt"
+    text.write_text("\n\n".join([TEXT] * 60), encoding="utf-8")
+    swapper = TokenizerSwapper.from_pretrained(str(source_dir), str(target_dir), alignment=str(alignment_dir))
+    inputs_before = swapper.model.get_input_embeddings().weight.detach().clone()
+    head_before = swapper.model.get_output_embeddings().weight.detach().clone()
+    config = OutputRowFitConfig(window_tokens=32, min_occurrences=2, epochs=2, learning_rate=0.3)
+    report = swapper.fit_output_rows(str(text), config=config, progress=False)
+    head = swapper.model.get_output_embeddings().weight.detach()
+    changed = set((head != head_before).any(-1).nonzero().flatten().tolist())
+    assert report.rows_fitted == len(changed) > 0 and report.heldout_nll_after < report.heldout_nll_before
+    assert changed <= set(initialized_rows(swapper.alignment))  # shared rows keep the source model's
+    assert torch.equal(swapper.model.get_input_embeddings().weight.detach(), inputs_before)
+    assert swapper.swap_record["output_row_fit"]["rows_fitted"] == report.rows_fitted
+    swapper.save_pretrained(tmp_path / "fitted")
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "fitted")
+    assert torch.equal(reloaded.get_output_embeddings().weight.detach(), head)
+
+
+def test_cli_swap_fit_output_rows_needs_text(source_dir, target_dir, alignment_dir, tmp_path, capsys):
+    from tokswap.cli import main
+
+    args = [
+        "swap",
+        str(source_dir),
+        str(target_dir),
+        "--output",
+        str(tmp_path / "o"),
+        "--alignment",
+        str(alignment_dir),
+    ]
+    assert main(args + ["--fit-output-rows"]) == 2  # neither a path nor --corpus
+    assert "--fit-output-rows needs text" in capsys.readouterr().err
+    assert main(args + ["--fit-output-rows", str(tmp_path / "missing.txt")]) == 2
+    assert "missing.txt" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -392,6 +392,45 @@ class TokenizerSwapper:
         self.swap_record["new_word_fit"] = {**dataclasses.asdict(config), **dataclasses.asdict(report)}
         return report
 
+    def fit_output_rows(self, texts, config=None, progress: bool = True):
+        """Fit the output rows of the new tokens that occur in `texts` by the likelihood of `texts`, all else frozen.
+
+        Runs `tokswap.output_row_fit.fit_output_rows` on the rows the swap initialized. A model with tied embeddings
+        is untied (the input rows keep their init). Call it right after `from_pretrained` (or `fit_new_words`),
+        before `train`; the alignment corpus, or any text of the domain the model is for, is a good `texts`.
+
+        Args:
+            texts: a list of strings, a `datasets.Dataset` with a "text" column, or a path (.txt, .jsonl, dataset
+                folder).
+            config ([`OutputRowFitConfig`], *optional*): how much text is read and how the rows are fitted.
+            progress (`bool`): log a line now and then.
+
+        Returns:
+            [`OutputRowFitReport`].
+        """
+        from tokswap.output_row_fit import OutputRowFitConfig, fit_output_rows, initialized_rows
+        from tokswap.trainer_utils import check_finite
+
+        config = config or OutputRowFitConfig()
+        if isinstance(texts, (str, os.PathLike)):
+            from tokswap.align.pipeline import check_corpus_path, load_corpus
+
+            check_corpus_path(texts)
+            texts = load_corpus(texts)
+        if hasattr(texts, "column_names"):
+            texts = texts["text"]
+        report = fit_output_rows(
+            self.model,
+            self.tokenizer,
+            list(texts),
+            initialized_rows(self.alignment),
+            config,
+            progress=logger.info if progress else None,
+        )
+        check_finite(self.model, "The model after fitting new tokens' output rows", False)
+        self.swap_record["output_row_fit"] = {**dataclasses.asdict(config), **dataclasses.asdict(report)}
+        return report
+
     def _original_model(self, required: bool):
         """(the model before the swap, its tokenizer), reloaded from `source_model_id`; None if it cannot be."""
         try:

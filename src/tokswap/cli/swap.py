@@ -80,6 +80,15 @@ def _add_fit_arguments(parser) -> None:
         help="fit new whole words' input rows to the original model's hidden states (untie embeddings; minutes)",
     )
     parser.add_argument(
+        "--fit-output-rows",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="TEXT",
+        help="fit the output rows of the new tokens that occur in TEXT (.txt/.jsonl/dataset folder; default: "
+        "--corpus) by its likelihood, all else frozen (untie embeddings; minutes)",
+    )
+    parser.add_argument(
         "--fit-max-words",
         type=int,
         default=None,
@@ -91,10 +100,13 @@ def _cli_swap(args) -> int:
     check_output_dir(args.output, args.overwrite, TOKSWAP_CONFIG_NAME)  # before minutes of loading and surgery
     if args.fit_max_words is not None and (args.fit_max_words < 1 or not args.fit_new_words):
         raise SwapperError("--fit-max-words takes a positive number and goes with --fit-new-words.")
-    if args.corpus:
-        from tokswap.align.pipeline import check_corpus_path
+    fit_text = args.corpus if args.fit_output_rows is True else args.fit_output_rows
+    if args.fit_output_rows and not fit_text:
+        raise SwapperError("--fit-output-rows needs text: give a file or folder after it, or --corpus.")
+    from tokswap.align.pipeline import check_corpus_path
 
-        check_corpus_path(args.corpus)
+    for path in {args.corpus, fit_text} - {None}:
+        check_corpus_path(path)
     swapper = TokenizerSwapper.from_pretrained(
         args.source,
         args.target,
@@ -115,6 +127,12 @@ def _cli_swap(args) -> int:
         print(
             f"Fitted {report.num_words} new words' input rows (matching loss {report.loss_before:.3f} -> "
             f"{report.loss_after:.3f}, {report.seconds:.0f} s)"
+        )
+    if fit_text:
+        fitted = swapper.fit_output_rows(fit_text)
+        print(
+            f"Fitted {fitted.rows_fitted} new tokens' output rows (held-out loss {fitted.heldout_nll_before:.3f} -> "
+            f"{fitted.heldout_nll_after:.3f} nats per token, {fitted.seconds:.0f} s)"
         )
     swapper.save_pretrained(args.output, overwrite=args.overwrite)
     counts = swapper.swap_record["alignment"]["row_source_counts"]

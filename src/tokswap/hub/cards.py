@@ -402,6 +402,9 @@ def render_model_card(
         init_method=facts.init_method,
         init_method_help=_INIT_METHOD_HELP.get(str(facts.init_method)),
         new_word_fit=_fmt(_dict(record.get("new_word_fit")).get("num_words")) if record.get("new_word_fit") else None,
+        output_row_fit=_fmt(_dict(record.get("output_row_fit")).get("rows_fitted"))
+        if record.get("output_row_fit")
+        else None,
         alignment_where=_alignment_where(facts.alignment_hub, alignment_config),
         architecture=architectures[0],
         num_parameters=_human_count(num_parameters) if num_parameters else "?",
