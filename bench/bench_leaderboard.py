@@ -111,6 +111,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="peak learning rate of stage 2 (default: VocabAdaptationConfig's)")
     parser.add_argument("--stage1-frozen-rows", default=None, choices=["none", "copied"],
                         help="stage 1 keeps the copied rows fixed (default: VocabAdaptationConfig's)")
+    for part, what in (("ce", "cross-entropy"), ("likelihood", "chunk likelihoods"), ("hidden", "hidden states"),
+                       ("prediction", "next-token distribution at shared boundaries, grouped by leading piece")):
+        parser.add_argument(f"--sd-{part}-weight", type=float, default=None,
+                            help=f"self_distill arm: weight of the {what} (default: VocabAdaptationConfig's)")
     parser.add_argument("--task-near-share", type=float, default=None,
                         help="train on this share of windows of unlabelled question + choices text from multiple-choice "
                              "sets the zero-shot scoring never reads (see task_near_documents); the rest from the corpus")
@@ -779,7 +783,10 @@ def fit_output_rows(model, tokenizer, corpus_texts: list, alignment, args) -> di
 
 # bench option (and row field) -> VocabAdaptationConfig field, for recipe settings an arm may override
 RECIPE_FIELDS = {"stage1_lr": "stage1_learning_rate", "stage2_lr": "stage2_learning_rate",
-                 "stage1_frozen_rows": "stage1_frozen_rows"}
+                 "stage1_frozen_rows": "stage1_frozen_rows", "sd_ce_weight": "self_distill_ce_weight",
+                 "sd_likelihood_weight": "self_distill_likelihood_weight",
+                 "sd_hidden_weight": "self_distill_hidden_weight",
+                 "sd_prediction_weight": "self_distill_prediction_weight"}
 
 
 def recipe_overrides(source) -> dict:

@@ -15,6 +15,8 @@ from datasets import Dataset  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 from tokswap.align.byte_offsets import aligned_windows, chunk_ids, shared_boundaries, token_byte_ends  # noqa: E402
+from tokswap.align.leading_pieces import leading_piece_groups  # noqa: E402
+from tokswap.align.vocab import special_token_ids, token_bytes  # noqa: E402
 from tokswap.loading import load_tokenizer
 from tokswap.self_distillation import (  # noqa: E402
     SelfDistillationConfig,
@@ -22,6 +24,7 @@ from tokswap.self_distillation import (  # noqa: E402
     SelfDistillationTrainer,
     build_self_distillation_dataset,
     collate_self_distillation,
+    group_logprobs,
     self_distillation_loss,
 )
 
@@ -44,6 +47,12 @@ def student_tokenizer(train_bpe_tokenizer):
 @pytest.fixture(scope="module")
 def teacher_tokenizer(train_bpe_tokenizer):
     return train_bpe_tokenizer(TEXTS[::2], 270)
+
+
+@pytest.fixture(scope="module")
+def wide_teacher_tokenizer(train_bpe_tokenizer):
+    """A teacher with merges the student lacks: some of its tokens are spelled with several student pieces."""
+    return train_bpe_tokenizer(TEXTS[::2], 360)
 
 
 def llama(rows, hidden=16, seed=0, dtype=torch.float64, tied=False):
@@ -137,7 +146,36 @@ def _batch(student_tokenizer, teacher_tokenizer, texts, max_length=24):
     return data, collate_self_distillation([data[i] for i in range(len(data))])
 
 
-def naive_loss(student, teacher, batch, ce_w, ll_w, hid_w, kind):
+def _grouped(probs, groups, num_groups):
+    """Group probabilities by a one-hot matrix; tokens of group -1 dropped, the rest renormalized."""
+    member = torch.zeros(len(groups), num_groups, dtype=probs.dtype)
+    keep = groups >= 0
+    member[torch.nonzero(keep).flatten(), groups[keep]] = 1.0
+    grouped = probs @ member
+    return grouped / grouped.sum()
+
+
+def _teacher_spellings(student_tokenizer, teacher_tokenizer, rows):
+    """Each teacher token spelled with the student tokenizer; [] where it has no whole text, is special, or is
+    itself a student token (the same text)."""
+    student_texts = set()
+    for data in token_bytes(student_tokenizer):
+        try:
+            student_texts.add(data.decode("utf-8"))
+        except (AttributeError, UnicodeDecodeError):
+            pass
+    out, specials = [], special_token_ids(teacher_tokenizer)
+    for teacher_id, data in enumerate(token_bytes(teacher_tokenizer)[:rows]):
+        try:
+            text = data.decode("utf-8")
+        except (AttributeError, UnicodeDecodeError):
+            text = None
+        usable = text and teacher_id not in specials and text not in student_texts
+        out.append(student_tokenizer.encode(text, add_special_tokens=False) if usable else [])
+    return out + [[]] * (rows - len(out))
+
+
+def naive_loss(student, teacher, batch, ce_w, ll_w, hid_w, kind, pred_w=0.0, groups=None, spellings=()):
     """Full-logit reference, one chunk at a time in Python loops."""
     s_out = student(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True)
     with torch.no_grad():
@@ -165,17 +203,36 @@ def naive_loss(student, teacher, batch, ce_w, ll_w, hid_w, kind):
                 total = total + ll_w * (lt - ls).abs()
             hs, ht = s_out.hidden_states[-1][b, s_pos[-1]], t_out.hidden_states[-1][b, t_pos[-1]]
             total = total + hid_w * ((hs - ht) ** 2).mean()
+            if pred_w:
+                ps = _grouped(s_lp[b, s_pos[0] - 1].exp(), groups.student, groups.num_groups)
+                pt = _grouped(t_lp[b, t_pos[0] - 1].exp(), groups.teacher, groups.num_groups)
+                held = pt > 0
+                total = total + pred_w * (pt[held] * (pt[held].log() - ps[held].log())).sum()
+                for k in range(1, len(s_pos)):  # inside a teacher token: its spelling's next piece
+                    read = batch["input_ids"][b, s_pos[:k]].tolist()
+                    q = {}
+                    for teacher_id, pieces in enumerate(spellings):
+                        if len(pieces) > k and pieces[:k] == read:
+                            q[pieces[k]] = q.get(pieces[k], 0.0) + t_lp[b, t_pos[0] - 1, teacher_id].exp()
+                    mass = sum(q.values())
+                    for piece, weight in q.items():
+                        total = total + pred_w * (weight / mass) * (
+                            torch.log(weight / mass) - s_lp[b, s_pos[k] - 1, piece]
+                        )
     return total / tokens
 
 
 @pytest.mark.parametrize("kind", ["binary_kl", "abs"])
 @pytest.mark.parametrize("chunk_size", [pytest.param(5, marks=pytest.mark.slow), 1000])  # 5: many chunks, slower
-def test_chunked_loss_equals_full_logit_reference(student_tokenizer, teacher_tokenizer, kind, chunk_size):
+def test_chunked_loss_equals_full_logit_reference(student_tokenizer, wide_teacher_tokenizer, kind, chunk_size):
+    teacher_tokenizer = wide_teacher_tokenizer
     _, batch = _batch(student_tokenizer, teacher_tokenizer, [t[: 40 + 13 * i] for i, t in enumerate(TEXTS[:3])])
     assert (batch["student_chunks"] == -1).sum() > 3  # padded rows
     student = llama(len(student_tokenizer) + 4, seed=0)
     teacher = llama(len(teacher_tokenizer) + 8, seed=1)
-    weights = dict(ce_weight=0.3, likelihood_weight=0.7, hidden_weight=0.5)
+    groups = leading_piece_groups(student_tokenizer, teacher_tokenizer, len(student_tokenizer) + 4,
+                                  len(teacher_tokenizer) + 8)  # fmt: skip
+    weights = dict(ce_weight=0.3, likelihood_weight=0.7, hidden_weight=0.5, prediction_weight=0.4)
     s_hidden = student(
         input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True
     ).hidden_states[-1]
@@ -197,9 +254,17 @@ def test_chunked_loss_equals_full_logit_reference(student_tokenizer, teacher_tok
         labels=batch["labels"],
         likelihood_loss=kind,
         chunk_size=chunk_size,
+        groups=groups,
         **weights,
     )
-    reference = naive_loss(student, teacher, batch, 0.3, 0.7, 0.5, kind)
+    assert out.prediction_sum > 0 and len(groups.continuations) > 0
+    spellings = _teacher_spellings(student_tokenizer, teacher_tokenizer, len(teacher_tokenizer) + 8)
+    assert any(len(p) > 1 for p in spellings)
+    reference = naive_loss(student, teacher, batch, 0.3, 0.7, 0.5, kind, 0.4, groups, spellings)
+    with torch.no_grad():  # positions inside a teacher token are scored (their part is not zero)
+        assert (
+            abs(float(reference) - float(naive_loss(student, teacher, batch, 0.3, 0.7, 0.5, kind, 0.4, groups))) > 1e-4
+        )
     assert torch.allclose(out.loss, reference, rtol=0, atol=1e-5)
     params = [student.lm_head.weight, student.model.embed_tokens.weight, student.model.layers[0].mlp.up_proj.weight]
     got = torch.autograd.grad(out.loss, params)
@@ -208,10 +273,51 @@ def test_chunked_loss_equals_full_logit_reference(student_tokenizer, teacher_tok
         assert torch.allclose(g, w, rtol=0, atol=1e-5)
 
 
+def test_group_logprobs_equal_summed_softmax_with_dropped_and_empty_groups():
+    torch.manual_seed(0)
+    logits = (torch.randn(5, 12, dtype=torch.float64) * 30).requires_grad_(True)  # wide: tiny groups must not vanish
+    groups = torch.tensor([0, 0, 1, 3, 3, 3, -1, 1, 0, -1, 4, 4])  # group 2 empty; two tokens dropped
+    got = group_logprobs(logits, groups, 5)
+    probs = torch.softmax(logits, -1)
+    want = torch.stack([_grouped(row, groups, 5) for row in probs])[:, [0, 1, 3, 4]].log()
+    assert torch.isinf(got[:, 2]).all() and torch.allclose(got[:, [0, 1, 3, 4]], want, atol=1e-9)
+    weights = torch.rand(5, 4, dtype=torch.float64)
+    g_got = torch.autograd.grad((got[:, [0, 1, 3, 4]] * weights).sum(), logits)[0]
+    g_want = torch.autograd.grad((want * weights).sum(), logits)[0]
+    assert torch.isfinite(g_got).all() and torch.allclose(g_got, g_want, atol=1e-9)
+
+
+@pytest.mark.parametrize("target", ["qwen2.5", "llama3", "gemma3", "gpt-neox"])
+def test_leading_piece_groups_on_real_tokenizer_pairs(target):
+    source, other = load_tokenizer("smollm2"), load_tokenizer(target)
+    groups = leading_piece_groups(other, source, len(other) + 3, len(source))
+    vocab, source_vocab = other.get_vocab(), source.get_vocab()
+    spelled = lambda tok, text: tok.encode(text, add_special_tokens=False)  # noqa: E731
+    for word in (" dries", " whipping", " placenta", " condensation", " the", " 東京", " 😀"):
+        first_new, original = spelled(other, word)[0], spelled(source, word)
+        piece = other.decode([first_new])
+        if "\ufffd" in piece or "\ufffd" in source.decode(spelled(source, piece)[:1]):
+            assert groups.student[first_new] == groups.num_groups - 1, word  # bytes, not characters: "other"
+            continue
+        # a new-vocabulary token's group: the original's first token of its text
+        assert groups.student[first_new] == spelled(source, piece)[0], word
+        # where the original spells the word whole, its mass goes where the new spelling starts
+        if len(original) == 1:
+            assert groups.teacher[original[0]] == groups.student[first_new], word
+    # a token both vocabularies have (same bytes) is grouped alike on both sides
+    for token in ("Ġthe", "Ġmodel", "ing"):
+        if token in vocab and token in source_vocab:
+            assert groups.teacher[source_vocab[token]] == groups.student[vocab[token]]
+    assert (groups.student[len(other) :] == groups.num_groups - 1).all()  # padding rows: "other"
+    assert int(groups.student.max()) < groups.num_groups and int(groups.teacher.min()) >= -1
+
+
 def test_loss_is_zero_for_the_same_model_and_tokenizer(student_tokenizer):
     _, batch = _batch(student_tokenizer, student_tokenizer, TEXTS[:4])
     assert torch.equal(batch["input_ids"], batch["teacher_input_ids"])
     model = llama(len(student_tokenizer), seed=3)
+    groups = leading_piece_groups(student_tokenizer, student_tokenizer, len(student_tokenizer), len(student_tokenizer))
+    assert torch.equal(groups.student, groups.teacher)
     hidden = model(
         input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True
     ).hidden_states[-1]
@@ -227,8 +333,10 @@ def test_loss_is_zero_for_the_same_model_and_tokenizer(student_tokenizer):
             model.lm_head,
             ce_weight=0.0,
             likelihood_loss=kind,
+            prediction_weight=1.0,
+            groups=groups,
         )
-        assert out.num_chunks > 0 and abs(out.loss.item()) < 1e-6
+        assert out.num_chunks > 0 and abs(out.loss.item()) < 1e-6 and abs(out.prediction_sum.item()) < 1e-6
         assert out.ce_sum.item() > 0  # the cross-entropy part alone is not zero
 
 
@@ -283,6 +391,7 @@ def test_gradient_accumulation_equals_one_large_batch(student_tokenizer, teacher
             gradient_accumulation_steps=accumulation,
             optim="sgd",
             max_grad_norm=1e9,
+            prediction_weight=0.5,
         )
         trainer = SelfDistillationTrainer(
             model=model,

@@ -10,6 +10,13 @@ both end a token at the same byte, both models have read the same text, and the 
   `"abs"` the absolute difference of log-likelihoods), weight `likelihood_weight`;
 - be in the teacher's hidden state at each shared boundary (mean squared difference of the final
   hidden states, or of every layer's), weight `hidden_weight`;
+- predict what comes next as the teacher does, weight `prediction_weight` (0 by default): at each shared boundary,
+  KL(teacher || student) of the two next-token distributions grouped by the piece the next text starts with
+  (`tokswap.align.leading_pieces`: " dries" and " d" in one group, " whipping" and " wh" in another); inside a
+  teacher token the student spells in several pieces (after " d" of " dries"), KL of the student's next piece
+  against the teacher's distribution at the boundary, kept to the teacher tokens spelled with the pieces read so
+  far and summed by the piece each continues with. Unlike the chunk likelihood, it reaches every row the teacher
+  gives mass, not only the tokens the text holds;
 - plus the ordinary next-token cross-entropy on its own tokens, weight `ce_weight`.
 
 All parts are sums over the batch divided by the number of scored student tokens in the whole
@@ -75,6 +82,8 @@ class SelfDistillationConfig(SFTConfig):
         likelihood_loss (`str`, defaults to `"binary_kl"`): `"binary_kl"` or `"abs"`.
         hidden_layers (`str`, defaults to `"last"`): `"last"` (the final, normed hidden state) or `"all"`
             (every layer's output, averaged).
+        prediction_weight (`float`, defaults to `0.0`): weight of matching the teacher's next-token distribution at
+            shared boundaries, grouped by leading piece.
         teacher_max_length (`int`, *optional*): teacher tokens per window (default `2 * max_length`).
         chunk_size (`int`, defaults to `256`): positions whose logits are computed at once.
     """
@@ -85,6 +94,13 @@ class SelfDistillationConfig(SFTConfig):
     )
     hidden_weight: float = field(
         default=1.0, metadata={"help": "Weight of matching the teacher's hidden states at shared token boundaries."}
+    )
+    prediction_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "Weight of matching the teacher's next-token distribution at shared boundaries, both grouped by "
+            "the piece the next text starts with (tokswap.align.leading_pieces)."
+        },
     )
     likelihood_loss: str = field(
         default="binary_kl", metadata={"help": "'binary_kl' (chunk probability as a Bernoulli event) or 'abs'."}
@@ -110,11 +126,12 @@ class SelfDistillationConfig(SFTConfig):
         self.dataset_kwargs = {**(self.dataset_kwargs or {}), "skip_prepare_dataset": True}
         self.remove_unused_columns = False
         super().__post_init__()
-        for name in ("ce_weight", "likelihood_weight", "hidden_weight"):
-            if getattr(self, name) < 0:
+        weights = ("ce_weight", "likelihood_weight", "hidden_weight", "prediction_weight")
+        for name in weights:
+            if not getattr(self, name) >= 0:
                 raise SelfDistillationError(f"{name} must be >= 0, got {getattr(self, name)}.")
-        if self.ce_weight + self.likelihood_weight + self.hidden_weight <= 0:
-            raise SelfDistillationError("At least one of ce_weight, likelihood_weight, hidden_weight must be > 0.")
+        if sum(getattr(self, name) for name in weights) <= 0:
+            raise SelfDistillationError(f"At least one of {', '.join(weights)} must be > 0.")
         if self.likelihood_loss not in LIKELIHOOD_LOSSES:
             raise SelfDistillationError(f"likelihood_loss={self.likelihood_loss!r} is not one of {LIKELIHOOD_LOSSES}.")
         if self.hidden_layers not in HIDDEN_LAYERS:
@@ -232,6 +249,7 @@ class SelfDistillationLossOutput:
     hidden_sum: torch.Tensor
     num_tokens: int
     num_chunks: int
+    prediction_sum: Optional[torch.Tensor] = None
 
 
 def _token_logprobs_chunk(hidden, targets, head, transform):
@@ -292,6 +310,164 @@ def _last_positions(chunks: torch.Tensor, num_chunks: int, offsets: torch.Tensor
     )
 
 
+def _first_positions(chunks: torch.Tensor, num_chunks: int, offsets: torch.Tensor) -> torch.Tensor:
+    """For each global chunk, the flat index (b * length + t) of its first token."""
+    batch, length = chunks.shape
+    keep = chunks >= 0
+    flat_index = torch.arange(batch * length, device=chunks.device).reshape(batch, length)
+    slots = (chunks + offsets[:, None])[keep]
+    return torch.full((num_chunks,), batch * length, dtype=torch.long, device=chunks.device).scatter_reduce(
+        0, slots, flat_index[keep], reduce="amin"
+    )
+
+
+def group_logprobs(logits: torch.Tensor, groups: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """`[n, num_groups]` log-probability of each group of tokens under softmax(`logits`) (`[n, vocab]`).
+
+    A per-group log-sum-exp, shifted by each group's largest entry so small groups keep their precision. Tokens of
+    group -1 are left out and the rest renormalized; an empty group gets -inf.
+    """
+    logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+    logp = torch.log_softmax(logits, dim=-1)
+    slots = torch.where(groups >= 0, groups, num_groups).to(logp.device)
+    index = slots.expand_as(logp)
+    with torch.no_grad():  # the shift only keeps exp() in range; any constant gives the same value and gradient
+        peak = logp.new_full((logp.shape[0], num_groups + 1), -math.inf).scatter_reduce(1, index, logp, "amax")
+        empty = torch.isinf(peak)
+        peak = peak.masked_fill(empty, 0.0)
+    summed = logp.new_zeros(peak.shape).scatter_add(1, index, torch.exp(logp - peak.gather(1, index)))
+    out = (torch.log(summed + empty.float()) + peak).masked_fill(empty, -math.inf)[:, :num_groups]
+    if bool((groups < 0).any()):
+        out = out - torch.logsumexp(out, dim=-1, keepdim=True)
+    return out
+
+
+def _prediction_kl_chunk(hidden, teacher_logp, head, transform, groups, num_groups):
+    student_logp = group_logprobs(transform(head(hidden)), groups, num_groups)
+    p = teacher_logp.exp()
+    # where the teacher gives a group nothing it adds nothing (0 * log 0 = 0)
+    per_group = torch.where(p > 0, p * (teacher_logp.masked_fill(p == 0, 0.0) - student_logp), 0.0)
+    return per_group.sum()
+
+
+def prediction_kl(
+    student_hidden,
+    teacher_hidden,
+    student_head,
+    teacher_head,
+    groups,
+    *,
+    chunk_size: int = 256,
+    student_transform=None,
+    teacher_transform=None,
+) -> torch.Tensor:
+    """Sum over rows of KL(teacher || student) between the two next-token distributions grouped by leading piece.
+
+    Args:
+        student_hidden (`[n, d]`) / teacher_hidden (`[n, dt]`): final hidden states at the same n boundaries.
+        student_head / teacher_head: output heads.
+        groups ([`~tokswap.align.leading_pieces.LeadingPieceGroups`]): the rows' groups.
+        chunk_size (`int`): rows whose logits are computed at once (student chunks recomputed in backward).
+    """
+    identity = lambda x: x  # noqa: E731
+    student_transform, teacher_transform = student_transform or identity, teacher_transform or identity
+    device = student_hidden.device
+    student_groups, teacher_groups = groups.student.to(device), groups.teacher.to(device)
+    total = student_hidden.new_zeros((), dtype=torch.float32)
+    use_checkpoint = torch.is_grad_enabled() and student_hidden.requires_grad
+    for start in range(0, student_hidden.shape[0], chunk_size):
+        with torch.no_grad():
+            teacher_logits = teacher_transform(teacher_head(teacher_hidden[start : start + chunk_size].to(device)))
+            teacher_logp = group_logprobs(teacher_logits, teacher_groups, groups.num_groups)
+        args = (student_hidden[start : start + chunk_size], teacher_logp, student_head, student_transform)
+        if use_checkpoint:
+            part = checkpoint(_prediction_kl_chunk, *args, student_groups, groups.num_groups, use_reentrant=False)
+        else:
+            part = _prediction_kl_chunk(*args, student_groups, groups.num_groups)
+        total = total + part
+    return total
+
+
+def _inside_positions(input_ids, student_chunks, teacher_at, offsets, continuations) -> list:
+    """Student positions inside a teacher token: (flat position that predicts the next piece, flat teacher position
+    that predicts the chunk, teacher ids spelled with the pieces read so far, the piece each continues with)."""
+    out = []
+    length = input_ids.shape[1]
+    ids, chunks, offsets, teacher_at = (
+        input_ids.tolist(),
+        student_chunks.tolist(),
+        offsets.tolist(),
+        teacher_at.tolist(),
+    )
+    for b, (row_ids, row_chunks) in enumerate(zip(ids, chunks)):
+        current, read = -1, []
+        for t, (token, chunk) in enumerate(zip(row_ids, row_chunks)):
+            if chunk < 0:
+                continue
+            if chunk != current:
+                current, read = chunk, []
+            entry = continuations.get(tuple(read)) if read else None
+            if entry is not None:
+                out.append((b * length + t - 1, teacher_at[offsets[b] + chunk], *entry))
+            read.append(token)
+    return out
+
+
+def _inside_kl_chunk(hidden, rows, pieces, log_q, head, transform):
+    logits = transform(head(hidden))
+    logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+    log_p = torch.log_softmax(logits, dim=-1)[rows, pieces]
+    return (log_q.exp() * (log_q - log_p)).sum()
+
+
+def inside_kl(
+    student_hidden,
+    teacher_hidden,
+    positions: list,
+    student_head,
+    teacher_head,
+    *,
+    chunk_size: int = 256,
+    student_transform=None,
+    teacher_transform=None,
+) -> torch.Tensor:
+    """Sum over student positions inside a teacher token of KL(teacher's continuation || student's next piece).
+
+    Args:
+        student_hidden (`[N, d]`) / teacher_hidden (`[Nt, dt]`): flat final hidden states of both models.
+        positions: from `_inside_positions`.
+    """
+    identity = lambda x: x  # noqa: E731
+    student_transform, teacher_transform = student_transform or identity, teacher_transform or identity
+    device = student_hidden.device
+    total = student_hidden.new_zeros((), dtype=torch.float32)
+    use_checkpoint = torch.is_grad_enabled() and student_hidden.requires_grad
+    for start in range(0, len(positions), chunk_size):
+        part = positions[start : start + chunk_size]
+        student_at = torch.tensor([p[0] for p in part], device=device)
+        teacher_at = torch.tensor([p[1] for p in part], device=device)
+        rows, pieces, log_q = [], [], []
+        with torch.no_grad():
+            logits = teacher_transform(teacher_head(teacher_hidden.index_select(0, teacher_at).to(device)))
+            logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+            teacher_lp = torch.log_softmax(logits, dim=-1)
+            for i, (_, _, teacher_ids, nexts) in enumerate(part):
+                unique, slot = torch.unique(nexts.to(device), return_inverse=True)
+                lp = teacher_lp[i, teacher_ids.to(device)]
+                peak = lp.max()
+                summed = torch.zeros(len(unique), dtype=lp.dtype, device=device).index_add(0, slot, (lp - peak).exp())
+                grouped = summed.log() + peak
+                rows.append(torch.full((len(unique),), i, device=device))
+                pieces.append(unique)
+                log_q.append(grouped - torch.logsumexp(grouped, 0))
+        args = (student_hidden.index_select(0, student_at), torch.cat(rows), torch.cat(pieces), torch.cat(log_q))
+        if use_checkpoint:
+            total = total + checkpoint(_inside_kl_chunk, *args, student_head, student_transform, use_reentrant=False)
+        else:
+            total = total + _inside_kl_chunk(*args, student_head, student_transform)
+    return total
+
+
 def self_distillation_loss(
     student_hidden: torch.Tensor,
     teacher_hidden: torch.Tensor,
@@ -307,6 +483,8 @@ def self_distillation_loss(
     likelihood_weight: float = 1.0,
     hidden_weight: float = 1.0,
     likelihood_loss: str = "binary_kl",
+    prediction_weight: float = 0.0,
+    groups=None,
     student_layers: Optional[list] = None,
     teacher_layers: Optional[list] = None,
     chunk_size: int = 256,
@@ -322,7 +500,10 @@ def self_distillation_loss(
         student_chunks / teacher_chunks: chunk of each position within its row (-1: bos or padding).
         student_head / teacher_head: output heads (`get_output_embeddings()`).
         labels (*optional*): the student's scored tokens (-100 elsewhere); default: every chunked position.
-        ce_weight, likelihood_weight, hidden_weight, likelihood_loss: see [`SelfDistillationConfig`].
+        ce_weight, likelihood_weight, hidden_weight, likelihood_loss, prediction_weight: see
+            [`SelfDistillationConfig`].
+        groups ([`~tokswap.align.leading_pieces.LeadingPieceGroups`], *optional*): needed when `prediction_weight`
+            is > 0.
         student_layers / teacher_layers (*optional*): lists of per-layer hidden states to match at the
             boundaries instead of the final ones (`hidden_layers="all"`).
         chunk_size (`int`): positions whose logits are computed at once.
@@ -347,7 +528,7 @@ def self_distillation_loss(
     offsets = torch.cumsum(per_row, 0) - per_row
     num_chunks = int(per_row.sum())
     total = student_hidden.new_zeros((), dtype=torch.float32) + 0.0 * student_hidden.sum()
-    ce_sum = likelihood_sum = hidden_sum = torch.zeros((), device=device)
+    ce_sum = likelihood_sum = hidden_sum = prediction_sum = torch.zeros((), device=device)
 
     need_logprobs = ce_weight > 0 or likelihood_weight > 0
     if need_logprobs:
@@ -379,8 +560,38 @@ def self_distillation_loss(
             t_rows = t_states.to(device).reshape(-1, t_states.shape[-1]).index_select(0, teacher_at).float().detach()
             hidden_sum = hidden_sum + (s_rows - t_rows).pow(2).mean(-1).sum() / len(pairs)
         total = total + hidden_weight * hidden_sum
+    if prediction_weight > 0 and num_chunks:
+        if groups is None:
+            raise SelfDistillationError("prediction_weight > 0 needs the rows' leading-piece groups (groups=).")
+        # the position before a chunk's first token predicts it: the bos, or the previous chunk's last token
+        student_at = _first_positions(student_chunks, num_chunks, offsets) - 1
+        teacher_at = _first_positions(teacher_chunks, num_chunks, offsets) - 1
+        flat_student = student_hidden.reshape(-1, student_hidden.shape[-1])
+        flat_teacher = teacher_hidden.reshape(-1, teacher_hidden.shape[-1]).detach()
+        transforms = dict(student_transform=student_transform, teacher_transform=teacher_transform)
+        prediction_sum = prediction_kl(
+            flat_student.index_select(0, student_at),
+            flat_teacher.index_select(0, teacher_at),
+            student_head,
+            teacher_head,
+            groups,
+            chunk_size=chunk_size,
+            **transforms,
+        )
+        inside = _inside_positions(input_ids, student_chunks, teacher_at, offsets, groups.continuations)
+        if inside:
+            prediction_sum = prediction_sum + inside_kl(
+                flat_student, flat_teacher, inside, student_head, teacher_head, chunk_size=chunk_size, **transforms
+            )
+        total = total + prediction_weight * prediction_sum
     return SelfDistillationLossOutput(
-        total / normalizer, ce_sum.detach(), likelihood_sum.detach(), hidden_sum.detach(), num_tokens, num_chunks
+        total / normalizer,
+        ce_sum.detach(),
+        likelihood_sum.detach(),
+        hidden_sum.detach(),
+        num_tokens,
+        num_chunks,
+        prediction_sum.detach(),
     )
 
 
@@ -471,6 +682,16 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
         self.teacher_model = teacher_model.to(self.accelerator.device)
         self._student_transform = logits_transform(self.accelerator.unwrap_model(self.model))
         self._teacher_transform = logits_transform(teacher_model)
+        self._groups = None
+        if args.prediction_weight > 0:
+            from tokswap.align.leading_pieces import leading_piece_groups
+
+            self._groups = leading_piece_groups(
+                tokenizer,
+                teacher_tokenizer,
+                self.accelerator.unwrap_model(self.model).get_output_embeddings().weight.shape[0],
+                teacher_model.get_output_embeddings().weight.shape[0],
+            )
 
     @staticmethod
     def _windows(dataset, tokenizer, teacher_tokenizer, args):
@@ -513,6 +734,8 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
             likelihood_weight=self.args.likelihood_weight,
             hidden_weight=self.args.hidden_weight,
             likelihood_loss=self.args.likelihood_loss,
+            prediction_weight=self.args.prediction_weight,
+            groups=self._groups,
             student_layers=student_layers,
             teacher_layers=teacher_layers,
             chunk_size=self.args.chunk_size,
@@ -539,6 +762,10 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
                 (gather(out.likelihood_sum.float().reshape(1)).sum() / chunks).item()
             )
             self._metrics[mode]["hidden_loss"].append((gather(out.hidden_sum.float().reshape(1)).sum() / chunks).item())
+            if self.args.prediction_weight > 0:
+                self._metrics[mode]["prediction_loss"].append(
+                    (gather(out.prediction_sum.float().reshape(1)).sum() / chunks).item()
+                )
 
 
 def self_distill(
@@ -580,6 +807,9 @@ __all__ = [
     "SelfDistillationTrainer",
     "build_self_distillation_dataset",
     "collate_self_distillation",
+    "group_logprobs",
+    "inside_kl",
+    "prediction_kl",
     "self_distill",
     "self_distillation_loss",
     "token_logprobs",

@@ -225,6 +225,13 @@ class VocabAdaptationConfig:
     self_distill_hidden_weight: float = field(
         default=1.0, metadata={"help": "Self-distillation: weight of matching its hidden states at shared boundaries."}
     )
+    self_distill_prediction_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "Self-distillation: weight of matching the original model's next-token distribution at shared "
+            "boundaries, grouped by leading piece (0: off)."
+        },
+    )
     self_distill_likelihood_loss: str = field(
         default="binary_kl", metadata={"help": "Self-distillation chunk-likelihood loss: 'binary_kl' or 'abs'."}
     )
@@ -330,6 +337,7 @@ class VocabAdaptationConfig:
             ce_weight=self.self_distill_ce_weight,
             likelihood_weight=self.self_distill_likelihood_weight,
             hidden_weight=self.self_distill_hidden_weight,
+            prediction_weight=self.self_distill_prediction_weight,
             likelihood_loss=self.self_distill_likelihood_loss,
             hidden_layers=self.self_distill_hidden_layers,
             **kwargs,
