@@ -33,6 +33,7 @@ FLOORS = [
         "tokswap.align.glove",
         "tokswap.align.matching",
         "tokswap.align.byte_offsets",
+        "tokswap.align.leading_pieces",
         "tokswap.align.quality",
     ],
     ["tokswap.align", "tokswap.loading", "tokswap.modeling", "tokswap.hub.prebuilt", "tokswap.default_corpus"],

@@ -468,6 +468,39 @@ def inside_kl(
     return total
 
 
+def _prediction_sum(
+    student_hidden,
+    teacher_hidden,
+    input_ids,
+    student_chunks,
+    teacher_chunks,
+    num_chunks,
+    offsets,
+    student_head,
+    teacher_head,
+    groups,
+    **kwargs,
+):
+    """The prediction part: grouped KL at every shared boundary plus the continuation KL inside teacher tokens."""
+    # the position before a chunk's first token predicts it: the bos, or the previous chunk's last token
+    student_at = _first_positions(student_chunks, num_chunks, offsets) - 1
+    teacher_at = _first_positions(teacher_chunks, num_chunks, offsets) - 1
+    flat_student = student_hidden.reshape(-1, student_hidden.shape[-1])
+    flat_teacher = teacher_hidden.reshape(-1, teacher_hidden.shape[-1]).detach()
+    total = prediction_kl(
+        flat_student.index_select(0, student_at),
+        flat_teacher.index_select(0, teacher_at),
+        student_head,
+        teacher_head,
+        groups,
+        **kwargs,
+    )
+    inside = _inside_positions(input_ids, student_chunks, teacher_at, offsets, groups.continuations)
+    if inside:
+        total = total + inside_kl(flat_student, flat_teacher, inside, student_head, teacher_head, **kwargs)
+    return total
+
+
 def self_distillation_loss(
     student_hidden: torch.Tensor,
     teacher_hidden: torch.Tensor,
@@ -563,26 +596,21 @@ def self_distillation_loss(
     if prediction_weight > 0 and num_chunks:
         if groups is None:
             raise SelfDistillationError("prediction_weight > 0 needs the rows' leading-piece groups (groups=).")
-        # the position before a chunk's first token predicts it: the bos, or the previous chunk's last token
-        student_at = _first_positions(student_chunks, num_chunks, offsets) - 1
-        teacher_at = _first_positions(teacher_chunks, num_chunks, offsets) - 1
-        flat_student = student_hidden.reshape(-1, student_hidden.shape[-1])
-        flat_teacher = teacher_hidden.reshape(-1, teacher_hidden.shape[-1]).detach()
-        transforms = dict(student_transform=student_transform, teacher_transform=teacher_transform)
-        prediction_sum = prediction_kl(
-            flat_student.index_select(0, student_at),
-            flat_teacher.index_select(0, teacher_at),
+        prediction_sum = _prediction_sum(
+            student_hidden,
+            teacher_hidden,
+            input_ids,
+            student_chunks,
+            teacher_chunks,
+            num_chunks,
+            offsets,
             student_head,
             teacher_head,
             groups,
             chunk_size=chunk_size,
-            **transforms,
+            student_transform=student_transform,
+            teacher_transform=teacher_transform,
         )
-        inside = _inside_positions(input_ids, student_chunks, teacher_at, offsets, groups.continuations)
-        if inside:
-            prediction_sum = prediction_sum + inside_kl(
-                flat_student, flat_teacher, inside, student_head, teacher_head, chunk_size=chunk_size, **transforms
-            )
         total = total + prediction_weight * prediction_sum
     return SelfDistillationLossOutput(
         total / normalizer,
