@@ -468,6 +468,27 @@ def inside_kl(
     return total
 
 
+def _likelihood_gap(teacher_ll: torch.Tensor, student_ll: torch.Tensor, kind: str) -> torch.Tensor:
+    """Per chunk: the Bernoulli KL of the two chunk probabilities ("binary_kl") or |log-likelihood difference|."""
+    if kind == "binary_kl":
+        p = teacher_ll.exp()
+        return p * (teacher_ll - student_ll) + (1 - p) * (_log1mexp(teacher_ll) - _log1mexp(student_ll))
+    return (teacher_ll - student_ll).abs()
+
+
+def _hidden_sum(pairs, student_chunks, teacher_chunks, num_chunks, offsets) -> torch.Tensor:
+    """Mean squared difference of (student, teacher) hidden states at each chunk's last token, averaged over pairs."""
+    student_at = _last_positions(student_chunks, num_chunks, offsets)
+    teacher_at = _last_positions(teacher_chunks, num_chunks, offsets)
+    total = 0.0
+    for s_states, t_states in pairs:
+        s_rows = s_states.reshape(-1, s_states.shape[-1]).index_select(0, student_at).float()
+        t_states = t_states.to(s_states.device)
+        t_rows = t_states.reshape(-1, t_states.shape[-1]).index_select(0, teacher_at).float().detach()
+        total = total + (s_rows - t_rows).pow(2).mean(-1).sum() / len(pairs)
+    return total
+
+
 def _prediction_sum(
     student_hidden,
     teacher_hidden,
@@ -575,23 +596,13 @@ def self_distillation_loss(
             )
             teacher_ll = _chunk_sums(teacher_lp.float(), teacher_chunks, num_chunks, offsets)
         student_ll = _chunk_sums(student_lp.float(), student_chunks, num_chunks, offsets)
-        if likelihood_loss == "binary_kl":
-            p = teacher_ll.exp()
-            per_chunk = p * (teacher_ll - student_ll) + (1 - p) * (_log1mexp(teacher_ll) - _log1mexp(student_ll))
-        else:
-            per_chunk = (teacher_ll - student_ll).abs()
-        likelihood_sum = per_chunk.sum()
+        likelihood_sum = _likelihood_gap(teacher_ll, student_ll, likelihood_loss).sum()
         total = total + likelihood_weight * likelihood_sum
     if hidden_weight > 0 and num_chunks:
-        student_at = _last_positions(student_chunks, num_chunks, offsets)
-        teacher_at = _last_positions(teacher_chunks, num_chunks, offsets)
         pairs = (
             [(student_hidden, teacher_hidden)] if student_layers is None else list(zip(student_layers, teacher_layers))
         )
-        for s_states, t_states in pairs:
-            s_rows = s_states.reshape(-1, s_states.shape[-1]).index_select(0, student_at).float()
-            t_rows = t_states.to(device).reshape(-1, t_states.shape[-1]).index_select(0, teacher_at).float().detach()
-            hidden_sum = hidden_sum + (s_rows - t_rows).pow(2).mean(-1).sum() / len(pairs)
+        hidden_sum = _hidden_sum(pairs, student_chunks, teacher_chunks, num_chunks, offsets)
         total = total + hidden_weight * hidden_sum
     if prediction_weight > 0 and num_chunks:
         if groups is None:
@@ -612,15 +623,8 @@ def self_distillation_loss(
             teacher_transform=teacher_transform,
         )
         total = total + prediction_weight * prediction_sum
-    return SelfDistillationLossOutput(
-        total / normalizer,
-        ce_sum.detach(),
-        likelihood_sum.detach(),
-        hidden_sum.detach(),
-        num_tokens,
-        num_chunks,
-        prediction_sum.detach(),
-    )
+    parts = (ce_sum.detach(), likelihood_sum.detach(), hidden_sum.detach())
+    return SelfDistillationLossOutput(total / normalizer, *parts, num_tokens, num_chunks, prediction_sum.detach())
 
 
 # --------------------------------------------------------------------------------------------------
