@@ -342,6 +342,15 @@ def group_logprobs(logits: torch.Tensor, groups: torch.Tensor, num_groups: int) 
     return out
 
 
+def _identity(x):
+    return x
+
+
+def _maybe_recompute(function, *args, recompute: bool):
+    """`function(*args)`, its activations rebuilt in backward instead of kept when `recompute`."""
+    return checkpoint(function, *args, use_reentrant=False) if recompute else function(*args)
+
+
 def _prediction_kl_chunk(hidden, teacher_logp, head, transform, groups, num_groups):
     student_logp = group_logprobs(transform(head(hidden)), groups, num_groups)
     p = teacher_logp.exp()
@@ -369,22 +378,18 @@ def prediction_kl(
         groups ([`~tokswap.align.leading_pieces.LeadingPieceGroups`]): the rows' groups.
         chunk_size (`int`): rows whose logits are computed at once (student chunks recomputed in backward).
     """
-    identity = lambda x: x  # noqa: E731
-    student_transform, teacher_transform = student_transform or identity, teacher_transform or identity
     device = student_hidden.device
     student_groups, teacher_groups = groups.student.to(device), groups.teacher.to(device)
     total = student_hidden.new_zeros((), dtype=torch.float32)
-    use_checkpoint = torch.is_grad_enabled() and student_hidden.requires_grad
+    recompute = torch.is_grad_enabled() and student_hidden.requires_grad
     for start in range(0, student_hidden.shape[0], chunk_size):
         with torch.no_grad():
-            teacher_logits = teacher_transform(teacher_head(teacher_hidden[start : start + chunk_size].to(device)))
-            teacher_logp = group_logprobs(teacher_logits, teacher_groups, groups.num_groups)
-        args = (student_hidden[start : start + chunk_size], teacher_logp, student_head, student_transform)
-        if use_checkpoint:
-            part = checkpoint(_prediction_kl_chunk, *args, student_groups, groups.num_groups, use_reentrant=False)
-        else:
-            part = _prediction_kl_chunk(*args, student_groups, groups.num_groups)
-        total = total + part
+            teacher_logits = (teacher_transform or _identity)(teacher_head(teacher_hidden[start : start + chunk_size]))
+            teacher_logp = group_logprobs(teacher_logits.to(device), teacher_groups, groups.num_groups)
+        args = (student_hidden[start : start + chunk_size], teacher_logp, student_head, student_transform or _identity)
+        total = total + _maybe_recompute(
+            _prediction_kl_chunk, *args, student_groups, groups.num_groups, recompute=recompute
+        )
     return total
 
 
@@ -437,35 +442,37 @@ def inside_kl(
         student_hidden (`[N, d]`) / teacher_hidden (`[Nt, dt]`): flat final hidden states of both models.
         positions: from `_inside_positions`.
     """
-    identity = lambda x: x  # noqa: E731
-    student_transform, teacher_transform = student_transform or identity, teacher_transform or identity
     device = student_hidden.device
     total = student_hidden.new_zeros((), dtype=torch.float32)
-    use_checkpoint = torch.is_grad_enabled() and student_hidden.requires_grad
+    recompute = torch.is_grad_enabled() and student_hidden.requires_grad
     for start in range(0, len(positions), chunk_size):
         part = positions[start : start + chunk_size]
         student_at = torch.tensor([p[0] for p in part], device=device)
         teacher_at = torch.tensor([p[1] for p in part], device=device)
-        rows, pieces, log_q = [], [], []
         with torch.no_grad():
-            logits = teacher_transform(teacher_head(teacher_hidden.index_select(0, teacher_at).to(device)))
+            logits = (teacher_transform or _identity)(teacher_head(teacher_hidden.index_select(0, teacher_at)))
             logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
-            teacher_lp = torch.log_softmax(logits, dim=-1)
-            for i, (_, _, teacher_ids, nexts) in enumerate(part):
-                unique, slot = torch.unique(nexts.to(device), return_inverse=True)
-                lp = teacher_lp[i, teacher_ids.to(device)]
-                peak = lp.max()
-                summed = torch.zeros(len(unique), dtype=lp.dtype, device=device).index_add(0, slot, (lp - peak).exp())
-                grouped = summed.log() + peak
-                rows.append(torch.full((len(unique),), i, device=device))
-                pieces.append(unique)
-                log_q.append(grouped - torch.logsumexp(grouped, 0))
-        args = (student_hidden.index_select(0, student_at), torch.cat(rows), torch.cat(pieces), torch.cat(log_q))
-        if use_checkpoint:
-            total = total + checkpoint(_inside_kl_chunk, *args, student_head, student_transform, use_reentrant=False)
-        else:
-            total = total + _inside_kl_chunk(*args, student_head, student_transform)
+            targets = _continuation_targets(torch.log_softmax(logits.to(device), dim=-1), part)
+        args = (student_hidden.index_select(0, student_at), *targets, student_head, student_transform or _identity)
+        total = total + _maybe_recompute(_inside_kl_chunk, *args, recompute=recompute)
     return total
+
+
+def _continuation_targets(teacher_lp: torch.Tensor, part: list):
+    """(row, piece, log q) triples: per position, the teacher's probability of each next piece, summed over the
+    tokens spelled with the pieces read so far and renormalized over them."""
+    device = teacher_lp.device
+    rows, pieces, log_q = [], [], []
+    for i, (_, _, teacher_ids, nexts) in enumerate(part):
+        unique, slot = torch.unique(nexts.to(device), return_inverse=True)
+        lp = teacher_lp[i, teacher_ids.to(device)]
+        peak = lp.max()
+        summed = torch.zeros(len(unique), dtype=lp.dtype, device=device).index_add(0, slot, (lp - peak).exp())
+        grouped = summed.log() + peak
+        rows.append(torch.full((len(unique),), i, device=device))
+        pieces.append(unique)
+        log_q.append(grouped - torch.logsumexp(grouped, 0))
+    return torch.cat(rows), torch.cat(pieces), torch.cat(log_q)
 
 
 def _likelihood_gap(teacher_ll: torch.Tensor, student_ll: torch.Tensor, kind: str) -> torch.Tensor:
