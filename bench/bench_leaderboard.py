@@ -402,6 +402,8 @@ def zero_shot(model, tokenizer, tasks: list, limit: int) -> dict:
         out[task] = {k: result[k] for k in ("acc", "acc_norm", "num_examples", "chance", "seconds")}
         # per question, in the task's fixed order: lets two models be compared question by question (paired)
         out[task]["correct"] = "".join("1" if ex["pred"] == ex["gold"] else "0" for ex in result["examples"])
+        # and each choice's summed log-likelihood (nats, 3 decimals): what a post-hoc analysis of the scores reads
+        out[task]["loglikelihoods"] = [[round(x, 3) for x in ex["loglikelihoods"]] for ex in result["examples"]]
     return out
 
 
