@@ -111,6 +111,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="peak learning rate of stage 2 (default: VocabAdaptationConfig's)")
     parser.add_argument("--stage1-frozen-rows", default=None, choices=["none", "copied"],
                         help="stage 1 keeps the copied rows fixed (default: VocabAdaptationConfig's)")
+    parser.add_argument("--sparse-embedding-updates", action="store_const", const=True, default=None,
+                        help="a row of the embeddings / head learns only from batches holding its token")
     for part, what in (("ce", "cross-entropy"), ("likelihood", "chunk likelihoods"), ("hidden", "hidden states"),
                        ("prediction", "next-token distribution at shared boundaries, grouped by leading piece")):
         parser.add_argument(f"--sd-{part}-weight", type=float, default=None,
@@ -788,7 +790,8 @@ RECIPE_FIELDS = {"stage1_lr": "stage1_learning_rate", "stage2_lr": "stage2_learn
                  "stage1_frozen_rows": "stage1_frozen_rows", "sd_ce_weight": "self_distill_ce_weight",
                  "sd_likelihood_weight": "self_distill_likelihood_weight",
                  "sd_hidden_weight": "self_distill_hidden_weight",
-                 "sd_prediction_weight": "self_distill_prediction_weight"}
+                 "sd_prediction_weight": "self_distill_prediction_weight",
+                 "sparse_embedding_updates": "sparse_embedding_updates"}
 
 
 def recipe_overrides(source) -> dict:
@@ -806,7 +809,8 @@ def arm_label(row: dict) -> str:
     other recipe setting the row overrode."""
     recipe = {**UNRECORDED_LRS, **recipe_overrides(row)}
     extra = f", lr {recipe.pop('stage1_lr'):g} / {recipe.pop('stage2_lr'):g}"
-    extra += "".join(f", {key} {value}" for key, value in recipe.items())
+    extra += "".join(f", {key} {value}" if value is not True else f", {key.replace('_', ' ')}"
+                     for key, value in recipe.items())
     if row.get("task_near_share") is not None:
         extra += f", {100 * row['task_near_share']:g}% task-near text"
     if row.get("new_word_fit"):

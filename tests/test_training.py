@@ -707,3 +707,38 @@ def test_cli_train_frozen_rows_without_an_alignment_folder(fresh_tokenizer, tmp_
     err = capsys.readouterr().err
     assert code == 2
     assert "needs the swap's alignment" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("arch", ["llama-untied", "llama-tied"])
+def test_restricted_embedding_updates_reach_only_the_batch_rows(arch):
+    from tokswap.modeling import restrict_embedding_updates_to_batch
+
+    model = make_model(arch)
+    ids = torch.tensor([[5, 9, 12, 9]])
+    handles = restrict_embedding_updates_to_batch(model)
+    model(input_ids=ids, labels=ids).loss.backward()
+    for param in embedding_parameters(model):
+        touched = param.grad.abs().sum(dim=-1).nonzero().flatten().tolist()
+        assert touched == [5, 9, 12]
+    for handle in handles:
+        handle.remove()
+    model.zero_grad()
+    model(input_ids=ids, labels=ids).loss.backward()  # lifted: the softmax reaches every row again
+    assert int((model.get_output_embeddings().weight.grad.abs().sum(dim=-1) > 0).sum()) == PADDED_VOCAB
+
+
+@pytest.mark.parametrize("arch", ["llama-untied", "llama-tied"])
+def test_sparse_embedding_updates_keep_unseen_rows(arch, fresh_tokenizer, text_dataset, tmp_path):
+    model = make_model(arch)
+    before = [p.detach().clone() for p in embedding_parameters(model)]
+    config = tiny_config(tmp_path, sparse_embedding_updates=True, weight_decay=0.0, stage2_max_steps=2)
+
+    result = adapt_vocabulary(model, fresh_tokenizer, text_dataset, config)
+
+    seen = {i for text in TEXTS for i in fresh_tokenizer(text).input_ids}
+    seen |= {fresh_tokenizer.bos_token_id, fresh_tokenizer.eos_token_id, fresh_tokenizer.pad_token_id}
+    unseen = [row for row in range(PADDED_VOCAB) if row not in seen]
+    assert len(unseen) >= PADDED_VOCAB - len(fresh_tokenizer)
+    for old, new in zip(before, embedding_parameters(result.model)):
+        assert torch.equal(new.detach()[unseen], old[unseen])  # both stages: no batch held them
+        assert not torch.equal(new.detach()[sorted(seen - {None})], old[sorted(seen - {None})])

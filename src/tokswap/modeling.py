@@ -54,6 +54,38 @@ def freeze_embedding_rows(model, row_ids) -> list:
     return handles
 
 
+def restrict_embedding_updates_to_batch(model) -> list:
+    """Let a row of the input embeddings and the output head (and its bias) learn only from batches holding its token.
+
+    Every softmax sends each vocabulary row a small gradient, and Adam normalizes it into a step of the full learning
+    rate: rows whose tokens never occur (most of a new vocabulary) drift together along one shared direction, away from
+    their init (measured on SmolLM2 given Qwen2.5: unseen new rows move as far as seen ones, cosine 0.84 to their
+    mean shift). A forward pre-hook on the input embeddings records the batch's token ids; a gradient hook zeroes the
+    other rows' gradient, so Adam moves them only by its momentum from batches that held them (and AdamW's decoupled
+    weight decay). A tied weight is hooked once.
+
+    Returns:
+        `list`: the hook handles; `handle.remove()` lifts the restriction.
+    """
+    batch = {"ids": None}
+
+    def record(_module, args):
+        if args and torch.is_tensor(args[0]) and not torch.is_floating_point(args[0]):
+            batch["ids"] = torch.unique(args[0])
+
+    def keep_batch_rows(grad):
+        if batch["ids"] is None:
+            return grad
+        ids = batch["ids"].to(grad.device)
+        mask = torch.zeros(grad.shape[0], dtype=grad.dtype, device=grad.device)
+        mask[ids[ids < grad.shape[0]]] = 1
+        return grad * (mask[:, None] if grad.dim() == 2 else mask)
+
+    handles = [model.get_input_embeddings().register_forward_pre_hook(record)]
+    handles.extend(param.register_hook(keep_batch_rows) for param in embedding_parameters(model))
+    return handles
+
+
 def embedding_module_names(model) -> list[str]:
     """Qualified names of the input-embedding and output-head modules, found by identity (for PEFT's
     `modules_to_save`). GPT-NeoX gives `["gpt_neox.embed_in", "lm_head"]`, Llama `["model.embed_tokens", "lm_head"]`.

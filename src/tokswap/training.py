@@ -47,6 +47,7 @@ from tokswap.modeling import (
     embeddings_are_tied,
     freeze_all_but_embeddings,
     freeze_embedding_rows,
+    restrict_embedding_updates_to_batch,
 )
 from tokswap.trainer_utils import (
     _check_dataset,
@@ -162,6 +163,13 @@ class VocabAdaptationConfig:
             "help": "Stage 1: 'copied' keeps the rows copied unchanged from the source model (byte-identical tokens "
             "and specials) fixed, so only the new tokens' rows train (needs the alignment, which "
             "`TokenizerSwapper.train` passes); 'none' trains every row."
+        },
+    )
+    sparse_embedding_updates: bool = field(
+        default=False,
+        metadata={
+            "help": "A row of the input embeddings / output head learns only from batches holding its token, so the "
+            "rows of tokens the training text lacks keep their init instead of drifting under Adam."
         },
     )
     optim: str = field(default="adamw_torch", metadata={"help": "Optimizer name understood by transformers (AdamW)."})
@@ -500,7 +508,12 @@ def _run_stage(
                 peft_config=peft_config,
                 callbacks=callbacks,
             )
-        trainer.train(resume_from_checkpoint=resume)
+        handles = restrict_embedding_updates_to_batch(trainer.model) if config.sparse_embedding_updates else []
+        try:
+            trainer.train(resume_from_checkpoint=resume)
+        finally:
+            for handle in handles:
+                handle.remove()
     trainer.save_state()
     return trainer.model, list(trainer.state.log_history), trainer.state.global_step
 

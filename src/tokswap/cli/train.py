@@ -65,6 +65,11 @@ def register_cli(subparsers) -> None:
         help="copied: stage 1 keeps the rows copied unchanged from the source model fixed (needs "
         f"MODEL_DIR/{ALIGNMENT_SUBFOLDER}, written by `tokswap swap`); none: every row trains",
     )
+    parser.add_argument(
+        "--sparse-embedding-updates",
+        action="store_true",
+        help="an embedding / head row learns only from batches holding its token (unseen rows keep their init)",
+    )
     parser.add_argument("--lora-r", type=int, default=defaults.lora_r)
     parser.add_argument("--lora-alpha", type=int, default=defaults.lora_alpha)
     _add_recovery_arguments(parser, defaults)
@@ -95,6 +100,7 @@ def _cli_train(args) -> int:
         stage1_learning_rate=args.stage1_lr,
         stage2_learning_rate=args.stage2_lr,
         stage1_frozen_rows=args.stage1_frozen_rows,
+        sparse_embedding_updates=args.sparse_embedding_updates,
         lora_r=args.lora_r,
         lora_alpha=args.lora_alpha,
         merge_adapters=not args.no_merge,
