@@ -17,6 +17,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_leaderboard as lb  # noqa: E402
 
@@ -26,14 +28,15 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def new_token_questions(task: str, n: int, source_vocab: set, target_tok) -> tuple:
     """Per question of `task` (its first `n`, in the scorer's order): where it holds a target token the source lacks
     ("choice": in a scored continuation, "context only", or "none"), and the most frequent such tokens (anywhere, in
-    a choice). With `gold_side=True` a fourth value: per question, whether the gold choice's scored tokens hold more
-    new tokens than every other choice ("gold more"), fewer than some other ("gold fewer"), or as many ("equal")."""
+    a choice). A fourth value: per question, whether the gold choice's scored tokens hold more new tokens than every
+    other choice ("gold more"), fewer than some other ("gold fewer"), or as many ("equal"); a fifth: per question,
+    `(each choice's number of new tokens among its scored tokens, the gold choice's index)`."""
     from tokswap.evaluation.zero_shot import load_task
 
     def tokens(text: str) -> list:
         return target_tok.convert_ids_to_tokens(target_tok(text, add_special_tokens=False).input_ids)
 
-    places, counts, choice_counts, sides = [], collections.Counter(), collections.Counter(), []
+    places, counts, choice_counts, sides, per_question = [], collections.Counter(), collections.Counter(), [], []
     for example in load_task(task, limit=n):
         in_context, in_choice, per_choice = set(), set(), []
         for context, continuation in zip(example.contexts, example.continuations):
@@ -49,13 +52,49 @@ def new_token_questions(task: str, n: int, source_vocab: set, target_tok) -> tup
         choice_counts.update(in_choice)
         gold, others = per_choice[example.gold], per_choice[: example.gold] + per_choice[example.gold + 1 :]
         sides.append("gold more" if gold > max(others) else "gold fewer" if gold < max(others) else "equal")
-    return places, counts, choice_counts, sides
+        per_question.append((per_choice, example.gold))
+    return places, counts, choice_counts, sides, per_question
 
 
 def most_common(counter: collections.Counter, n: int) -> list:
     """The n largest counts, ties by token: the counters are filled from sets, whose order changes with Python's hash
     seed, so `Counter.most_common` would order ties differently from run to run."""
     return sorted(counter.items(), key=lambda item: (-item[1], item[0]))[:n]
+
+
+OFFSETS = (0.0, 1.0, 2.0, 4.0)
+
+
+def offset_lines(rows: list, originals: dict, source_vocab: set) -> list:
+    """A post-hoc bound on the gold-side bias: each choice's summed log-likelihood (kept by rows since the fourteenth
+    session) raised by `c` nats per new token among its scored tokens, the argmax recomputed (ties to the lowest index,
+    as the scorer), and the paired difference with the unswapped model. If no `c` brings a task near the unswapped
+    model, raising new tokens' scores alone is not the lever for it."""
+    from tokswap.loading import load_tokenizer
+
+    lines = ["", "## If every new token in a choice scored c nats higher (post hoc, no model run)", "",
+             "Rows that kept each choice's log-likelihood: that sum plus c per new token among the choice's scored "
+             "tokens, the argmax recomputed, the difference paired with the unswapped model as above (c = 0 is the "
+             "measured accuracy).", "",
+             "| arm | task | questions | " + " | ".join(f"c = {c:g}" for c in OFFSETS) + " |",
+             "|---|---|---:|" + "---:|" * len(OFFSETS)]
+    for r in rows:
+        for task, result in (r.get("zero_shot", {}) if r["phase"] == "train" else {}).items():
+            original = originals.get((task, result["num_examples"]))
+            if "loglikelihoods" not in result or original is None:
+                continue
+            *_, per_question = new_token_questions(task, result["num_examples"], source_vocab,
+                                                   load_tokenizer(r["target"]))
+            cells = []
+            for c in OFFSETS:
+                swapped = "".join(
+                    "1" if int(np.argmax(np.array(scores) + c * np.array(new))) == gold else "0"
+                    for scores, (new, gold) in zip(result["loglikelihoods"], per_question))
+                diff, se = lb.paired_difference(swapped, original["correct"])
+                cells.append(f"{diff:+.1f} ± {se:.1f}")
+            lines.append(f"| {lb.arm_label(r)}, seed {r['seed']} | {task} | {result['num_examples']} | "
+                         + " | ".join(cells) + " |")
+    return lines
 
 
 def main() -> int:
@@ -85,7 +124,7 @@ def main() -> int:
                 original = originals.get((task, result["num_examples"]))
                 if "correct" not in result or original is None:
                     continue
-                places, counts, choice_counts, sides = new_token_questions(task, result["num_examples"],
+                places, counts, choice_counts, sides, _ = new_token_questions(task, result["num_examples"],
                                                                            source_vocab, target_tok)
                 top[task] = (counts, choice_counts)
                 any_side = ("gold more", "gold fewer", "equal")
@@ -112,6 +151,7 @@ def main() -> int:
         shown = ", ".join(f"`{token!r}` {count}" for token, count in most_common(choice_counts, 12))
         lines += ["", f"{task}: the new tokens in most scored choices (questions holding them in a choice; "
                   f"{len(choice_counts)} distinct): {shown}"]
+    lines += offset_lines(rows, originals, source_vocab)
     (RESULTS / "zero_shot_new_tokens.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
     return 0
