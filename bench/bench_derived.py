@@ -1,0 +1,155 @@
+"""Published numbers that are computed from other results (differences, gap shares, unit changes), re-made.
+
+README.md and bench/RESULTS.md cite some numbers that no bench run prints itself: the difference of two arms, a share
+of the gap, a size in other units. Each is listed here once, with the sum that gives it; `{x}` marks a measured value
+that must be found in the results files named beside it (rounded as written, or x100 for a percentage), bare numbers
+are constants. The script checks every marked value against those files, evaluates the sum, checks it rounds to the
+published figure, and writes the table. A re-run that changes a source value makes it fail, so no derived figure
+outlives its inputs:
+
+    python bench/bench_derived.py     # writes bench/results/derived.md; exit 1 when a figure no longer follows
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+COMMAND = "python bench/bench_derived.py"
+LB, JSONL = "leaderboard.md", "leaderboard.jsonl"
+AGREE, BF16 = "draft_agreement_seeds.md", "draft_bf16_runs.md"
+
+# (published figure, sum, results files holding the marked values, what it is)
+DERIVED = [
+    ("0.043", "{1.563} - {1.520}", [LB], "output rows fitted, 200 steps, seeds 2, 3: the default minus the fit"),
+    ("0.04", "{1.563} - {1.520}", [LB], "the same, to two decimals"),
+    ("59.5", "100 * ({1.885} - {1.520}) / ({1.885} - {1.272})", [LB], "output rows fitted, 200 steps: gap closed, %"),
+    ("0.013", "{1.563} - {1.550}", [LB], "prediction term, 200 steps, seeds 2, 3: the default (4 seeds) minus it"),
+    ("0.013", "{1.57409} - {1.56148}", [JSONL], "sparse embedding updates, 200 steps, seed 3, minus the default"),
+    ("0.012", "{1.5762} - {1.56384}", [JSONL], "sparse embedding updates, 200 steps, seed 2, minus the default"),
+    ("0.012", "{0.98189} - {0.96952}", [JSONL], "English, seed 3: the default minus sparse embedding updates"),
+    ("0.106", "{1.885} - {1.779}", [LB], "output rows fitted, right after the swap: gain over fvt_scaled"),
+    ("0.11", "{1.885} - {1.779}", [LB], "the same, to two decimals"),
+    ("0.084", "({1.70501} + {1.69468}) / 2 - ({1.62152} + {1.60935}) / 2", [JSONL], "50 steps, seeds 2, 3: the default "
+     "minus output rows fitted"),
+    ("0.08", "({1.70501} + {1.69468}) / 2 - ({1.62152} + {1.60935}) / 2", [JSONL], "the same, to two decimals"),
+    ("0.086", "({1.74471} + {1.73347}) / 2 - ({1.66015} + {1.64681}) / 2", [JSONL], "25 steps, seeds 2, 3: the default "
+     "minus output rows fitted"),
+    ("44.0", "100 * ({1.885} - {1.615}) / ({1.885} - {1.272})", [LB], "output rows fitted, 50 steps: gap closed, %"),
+    ("30.2", "100 * ({1.885} - {1.700}) / ({1.885} - {1.272})", [JSONL, LB], "the default at 50 steps, seeds 2, 3: gap "
+     "closed, %"),
+    ("0.056", "{1.9472} - {1.8912}", ["self_distill.md"], "20 cross-entropy steps: fvt minus fvt_scaled, 2 seeds"),
+    ("0.2", "abs({-3.2}) - 3", [LB], "self-distillation with task-near text, seed 3: ARC-Easy beyond the 3-point goal"),
+    ("0.015", "{1.756} - {1.741}", [LB], "short stage 1 at 50 steps: fvt minus fvt_scaled"),
+    ("0.021", "{1.910} - {1.889}", [LB], "right after the swap, gemma3: tokalign minus fvt (the largest such gap)"),
+    ("10.8", "100 * ({0.934} - {0.826})", ["alignment.md"], "similarity, gpt-neox -> gemma3, in points"),
+    ("14.4", "{14431914} / 1e6", ["alignment.md"], "alignment corpus size in MB"),
+    ("0.10", "{2.025} - {1.925}", [LB], "gpt-neox right after the swap: tokalign minus fvt_scaled"),
+    ("0.007", "{2.032} - {2.025}", [LB], "gpt-neox right after the swap: fvt minus tokalign"),
+    ("0.119", "{2.034} - {1.915}", [LB], "qwen2.5, 20 kB set, right after the swap: fvt minus fvt_scaled"),
+    ("0.119", "{1.889} - {1.770}", [LB], "gemma3, 4 kB set, right after the swap: fvt minus fvt_scaled"),
+    ("0.151", "{2.144} - {1.993}", [LB], "llama3, 20 kB set, right after the swap: fvt minus fvt_scaled"),
+    ("0.124", "{1.934} - {1.810}", [LB], "gemma3, 20 kB set, right after the swap: fvt minus fvt_scaled"),
+    ("0.111", "{2.138} - {2.027}", [LB], "gpt-neox, 20 kB set, right after the swap: fvt minus fvt_scaled"),
+    ("0.121", "{2.006} - {1.885}", [LB], "qwen2.5, 4 kB set, right after the swap: fvt minus fvt_scaled"),
+    ("0.150", "{2.103} - {1.953}", [LB], "llama3, 4 kB set, right after the swap: fvt minus fvt_scaled"),
+    ("0.107", "{2.032} - {1.925}", [LB], "gpt-neox, 4 kB set, right after the swap: fvt minus fvt_scaled"),
+    ("0.0012", "{1.7943} - {1.7931}", ["demo_run_seed1.md", "demo_run.md"], "demo after training: seed 1 minus seed 0"),
+    ("15.4", "{44.0} - {28.6}", [LB], "gap closed at 200 steps: stage 2 at 5e-5 minus the paper's split, 2 seeds each"),
+    ("0.052", "{1.793} - {1.741}", [LB], "50 steps: the paper's split minus the short stage 1 at 5e-5"),
+    ("0.052", "{1.615} - {1.563}", [LB], "200 steps: stage 2 at 5e-5 minus the default"),
+    ("0.05", "{1.793} - {1.741}", [LB], "the first of those, to two decimals"),
+    ("0.10", "{1.710} - {1.615}", [LB], "200 steps: the paper's split minus the short stage 1 at 5e-5, two decimals"),
+    ("3.5", "100 * ({0.500} - {0.465})", [LB], "ARC-Easy at 200 steps, unswapped minus swapped, 200 questions, points"),
+    ("3.5", "{52.1} - {48.6}", [AGREE], "code agreement, seed 0: T = 1 minus T = 2"),
+    ("3.5", "{58.3} - {54.8}", [AGREE], "prose agreement: distilled minus not distilled"),
+    ("1.9", "{57.5} - {55.6}", [AGREE], "prose agreement, seed 0: T = 1 minus T = 2"),
+    ("2.3", "{51.1} - {48.8}", [AGREE], "code agreement, 2 seeds: forward KL minus reverse KL"),
+    ("1.5", "{51.1} - {49.6}", [AGREE], "code agreement, 2 seeds: forward KL minus JSD"),
+    ("0.004", "{1.70501} - {1.7012}", [JSONL], "50 steps, seed 2: cross-entropy minus self-distillation"),
+    ("0.004", "{1.361} - {1.357}", ["distill_gemma.json"], "bits per byte, seed 0: plain CE minus CE + KL"),
+    ("0.004", "{1.361} - {1.357}", ["distill_gemma_seed1.json"], "bits per byte, seed 1: plain CE minus CE + KL"),
+    ("0.005", "{1.69468} - {1.68974}", [JSONL], "50 steps, seed 3: cross-entropy minus self-distillation"),
+    ("13.7", "{51.1} - {37.4}", [AGREE], "code agreement: forward KL (2 seeds) minus not distilled"),
+    ("4.2", "100 * ({0.655} - {0.613})", [LB], "PIQA at 200 steps, unswapped minus swapped, 200 questions, points"),
+    ("3.4", "100 * math.sqrt(0.62 * 0.38 / 200)", [], "one standard error of an accuracy near 0.62 on 200 questions"),
+    ("3.4", "{50.1} - {46.7}", [AGREE], "code agreement, seed 1: T = 1 minus T = 2"),
+    ("3.4", "{59.1} - {55.7}", [AGREE], "prose agreement, seed 1: T = 1 minus T = 2"),
+    ("0.095", "{1.710} - {1.615}", [LB], "200 steps: the paper's split minus stage 2 at 5e-5, 2 seeds each"),
+    ("0.037", "{1.741} - {1.704}", [LB], "50 steps: short stage 1 at 5e-5 minus the default"),
+    ("1.39", "{3.552} - {2.165}", ["training_bench.json"], "after 36 steps, seed 0: random init minus TokAlign"),
+    ("1.24", "{3.439} - {2.196}", ["training_bench_seed1.json"], "after 36 steps, seed 1: random init minus TokAlign"),
+    ("0.03", "{2.196} - {2.165}", ["training_bench.json", "training_bench_seed1.json"], "TokAlign across seeds"),
+    ("0.11", "{3.552} - {3.439}", ["training_bench.json", "training_bench_seed1.json"], "random init across seeds"),
+    ("12.3", "{59.5} - {47.2}", ["draft.md"], "code acceptance at one draft token: distilled minus UAG"),
+    ("7.1", "{50.9} - {43.8}", ["draft.md"], "code acceptance at two draft tokens: distilled minus UAG"),
+    ("4.9", "{43.6} - {38.7}", ["draft.md"], "code acceptance at three draft tokens: distilled minus UAG"),
+    ("13.3", "{60.5} - {47.2}", [BF16], "code acceptance at one draft token, bfloat16: distilled minus UAG"),
+    ("0.09", "{1.41} - {1.32}", [BF16], "best code speed-up, run 1: 16,384-token draft minus UAG"),
+    ("0.14", "{1.46} - {1.32}", [BF16], "best code speed-up, run 2: 16,384-token draft minus UAG"),
+    ("0.27", "{1.51} - {1.24}", [BF16], "best code speed-up, run 3: 16,384-token draft minus UAG"),
+    ("1.7", "100 * ({0.6263} - {0.6093})", ["alignment.md"], "BLEU-1, smollm2 -> qwen2.5: identical + random rows"),
+    ("2.8", "100 * ({0.6374} - {0.6093})", ["alignment.md"], "BLEU-1, gpt-neox -> qwen2.5: identical + random rows"),
+    ("2.9", "100 * ({0.5178} - {0.4888})", ["alignment.md"], "BLEU-1, gpt-neox -> gemma3: identical + random rows"),
+    ("4.6", "100 * ({0.9851} - {0.9395})", ["alignment.md"], "similarity, smollm2 -> qwen2.5: identical + random rows"),
+    ("2.0", "({10231} - {8211}) / 1000", ["distill_memory.md"], "GB in the process before the loss: peak minus loss"),
+    ("5.70", "{5.32} + {0.77} / 2", ["surgery_run.md"], "GiB: the swapped model plus one of the two old matrices"),
+    ("1.51", "({5.32} + {0.77} / 2) / {3.77}", ["surgery_run.md"], "that peak over the source model's size"),
+    ("0.077", "{2.181} - {2.104}", ["distill_gemma.json"], "held-out KL, seed 0: plain CE minus CE + KL"),
+    ("0.090", "{2.152} - {2.062}", ["distill_gemma_seed1.json"], "held-out KL, seed 1: plain CE minus CE + KL"),
+]
+MARKED = re.compile(r"\{(-?[\d.]+)\}")
+NUMBER = re.compile(r"-?\d[\d,]*\.?\d*(?:e-?\d+)?")
+
+
+def file_values(names: list) -> list:
+    values = []
+    for name in names:
+        text = (RESULTS / name).read_text(encoding="utf-8")
+        values += [float(m.replace(",", "")) for m in NUMBER.findall(text) if re.fullmatch(r"-?[\d,]+\.?\d*(e-?\d+)?", m)]
+    return values
+
+
+def holds(values: list, literal: str) -> bool:
+    """A measured value written with d decimals is held when a file value rounds to it (or x100 does)."""
+    d = len(literal.split(".")[1]) if "." in literal else 0
+    target = float(literal)
+    return any(round(v, d) == target or round(v * 100, d) == target for v in values)
+
+
+def check(figure: str, expression: str, files: list) -> tuple:
+    """(computed value, problems) of one derived figure."""
+    problems = []
+    values = file_values(files) if files else []
+    for literal in MARKED.findall(expression):
+        if not holds(values, literal):
+            problems.append(f"{literal} is in none of {', '.join(files)}")
+    value = eval(MARKED.sub(r"(\1)", expression), {"math": math, "abs": abs})  # the sums above, nothing else
+    d = len(figure.split(".")[1])
+    if abs(value - float(figure)) > 0.5 * 10 ** -d + 1e-9:
+        problems.append(f"{expression} = {value:.{d + 2}f}, not {figure}")
+    return value, problems
+
+
+def main() -> int:
+    lines = ["# Derived figures", "", f"Generated by `{COMMAND}`: every published number that is computed from other "
+             "results (a difference, a share of the gap, a unit change), with the sum that gives it and the results "
+             "files its measured values (in braces) are read from; each is checked against them on every run.", "",
+             "| figure | sum | value | from | what |", "|---:|---|---:|---|---|"]
+    failed = 0
+    for figure, expression, files, what in DERIVED:
+        value, problems = check(figure, expression, files)
+        for problem in problems:
+            print(f"{figure}: {problem}", file=sys.stderr)
+        failed += bool(problems)
+        lines.append(f"| {figure} | `{expression}` | {value:.4f} | {', '.join(files) or 'constants'} | {what} |")
+    (RESULTS / "derived.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"{len(DERIVED)} derived figures, {failed} no longer follow from their results", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
