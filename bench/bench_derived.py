@@ -7,7 +7,8 @@ are constants. The script checks every marked value against those files, evaluat
 published figure, and writes the table. A re-run that changes a source value makes it fail, so no derived figure
 outlives its inputs:
 
-    python bench/bench_derived.py     # writes bench/results/derived.md; exit 1 when a figure no longer follows
+    python bench/bench_derived.py           # writes bench/results/derived.md; exit 1 when a figure no longer follows
+    python bench/bench_derived.py --check   # writes nothing; exit 1 also when derived.md is not what it would write
 """
 
 from __future__ import annotations
@@ -146,8 +147,14 @@ def main() -> int:
             print(f"{figure}: {problem}", file=sys.stderr)
         failed += bool(problems)
         lines.append(f"| {figure} | `{expression}` | {value:.4f} | {', '.join(files) or 'constants'} | {what} |")
-    (RESULTS / "derived.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    text = "\n".join(lines) + "\n"
     print(f"{len(DERIVED)} derived figures, {failed} no longer follow from their results", file=sys.stderr)
+    if "--check" in sys.argv[1:]:
+        stale = (RESULTS / "derived.md").read_text(encoding="utf-8") != text
+        if stale:
+            print("results/derived.md is stale: run python bench/bench_derived.py", file=sys.stderr)
+        return 1 if failed or stale else 0
+    (RESULTS / "derived.md").write_text(text, encoding="utf-8")
     return 1 if failed else 0
 
 
