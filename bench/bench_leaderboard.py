@@ -24,6 +24,10 @@ choices text of multiple-choice sets the scoring never reads (ARC test split, AR
 CommonsenseQA, Social IQa, HellaSwag documents past the scored ones; `task_near_documents`); the alignment corpus and
 the held-out text are unchanged, and the row records the share.
 
+A control: `--arms unswapped_ce` trains the original model with its own tokenizer by the same recipe (cross-entropy,
+both stages) on the same text windows in the same order, and scores it the same way. It says how much of a trained
+arm's distance from the original model is the training's (its data, its budget) and how much the swap's.
+
 Development (tiny budgets, never into bench/results):
 
     python bench/bench_leaderboard.py --quick --targets qwen2.5 --methods fvt mean \\
@@ -71,6 +75,12 @@ QUICK = dict(heldout_bytes=2000, domains=["en", "code"], corpus_bytes=400_000, g
 
 
 # ------------------------------------------------------------------------------------------ arguments
+# arm: (init, recovery); None = the library's default (DEFAULT_INIT_METHOD / VocabAdaptationConfig.recovery);
+# init "none": no swap (the control arm trains the original model with its own tokenizer)
+ARMS = {"default": (None, None), "ce": (None, "ce"), "self_distill": (None, "self_distill"), "fvt_ce": ("fvt", "ce"),
+        "unswapped_ce": ("none", "ce")}
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--targets", nargs="+", default=list(TARGETS), help="target tokenizer asset names")
@@ -97,9 +107,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--train-only", action="store_true", help="run phase 'train' but not phase 'after_swap'")
     parser.add_argument("--train-target", default="qwen2.5")
     parser.add_argument("--arms", nargs="+", default=["default", "self_distill", "fvt_ce"],
-                        choices=["default", "ce", "self_distill", "fvt_ce"],
+                        choices=list(ARMS),
                         help="default: the library's init + recovery; ce / self_distill: the default init with that "
-                             "recovery; fvt_ce: fvt init + cross-entropy")
+                             "recovery; fvt_ce: fvt init + cross-entropy; unswapped_ce: a control, the original model "
+                             "with its own tokenizer trained by the same recipe (cross-entropy) on the same text windows")
     parser.add_argument("--default-init", default=None,
                         help="init of arms default/ce (default: tokswap.init_methods.DEFAULT_INIT_METHOD or tokalign)")
     parser.add_argument("--train-seeds", nargs="+", type=int, default=[0, 1])
@@ -150,6 +161,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             setattr(args, key, value)
     if args.stage1_steps > args.train_steps:
         parser.error("--stage1-steps cannot exceed --train-steps")
+    if "unswapped_ce" in args.arms and (args.fit_new_words or args.fit_output_rows or args.merge_original):
+        parser.error("--fit-new-words, --fit-output-rows and --merge-original act on a swap: not with arm unswapped_ce")
     # rows record the learning rates they ran with, so a later change of the library default cannot relabel them
     from tokswap.training import VocabAdaptationConfig
 
@@ -650,8 +663,6 @@ def adaptation_call(model, tokenizer, dataset, args, seed: int, recovery: str, t
     return adapt_vocabulary(model, tokenizer, dataset, VocabAdaptationConfig(**config_kwargs), **call_kwargs)
 
 
-# arm: (init, recovery); None = the library's default (DEFAULT_INIT_METHOD / VocabAdaptationConfig.recovery)
-ARMS = {"default": (None, None), "ce": (None, "ce"), "self_distill": (None, "self_distill"), "fvt_ce": ("fvt", "ce")}
 
 
 def default_recovery() -> str:
@@ -666,6 +677,8 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
     init, recovery = init or args.default_init or default_init_method(), recovery or default_recovery()
     target_tok = alignments.tokenizer(args.train_target)
     started = time.perf_counter()
+    if init == "none":  # the control: the same recipe and text with no swap
+        return train_unswapped(args, heldout, source_tok, dataset, seed, recovery, started)
     model, tokenizer = swap(target_tok, alignments.get(args.train_target, seed), init, source_tok, seed)
     fit = None
     if args.fit_new_words:
@@ -708,6 +721,32 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
                             for w in args.merge_original}
     fields["seconds"] = {"train": round(train_seconds, 1), "total": round(time.perf_counter() - started, 1)}
     return fields
+
+
+def train_unswapped(args, heldout, source_tok, dataset, seed: int, recovery: str, started: float) -> dict:
+    """The control arm's fields: the original model and tokenizer trained by the recipe on the same text windows
+    (TRL tokenizes them with the original tokenizer; a window past `TRAIN_MAX_LENGTH` of its tokens is cut)."""
+    model = load_source_model()
+    curve = {0: bits_per_byte(model, source_tok, heldout, args.eval_batch)}
+    tasks = [t for t in args.zero_shot.split(",") if t]
+    callback = checkpoint_callback(lambda live: bits_per_byte(live, source_tok, heldout, args.eval_batch),
+                                   [s for s in args.checkpoint_steps if 0 < s < args.train_steps],
+                                   args.stage1_steps, args.train_steps - args.stage1_steps)
+    train_started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tokswap-leaderboard-") as workdir:
+        result = adaptation_call(model, source_tok, dataset, args, seed, recovery, None, source_tok, [callback],
+                                 workdir)
+    train_seconds = time.perf_counter() - train_started
+    model = result.model.eval()
+    curve.update(callback.scores)
+    curve[args.train_steps] = bits_per_byte(model, source_tok, heldout, args.eval_batch)
+    return {"method": "none", "recovery": recovery, "train_steps": args.train_steps,
+            "stage1_steps": args.stage1_steps, **recipe_overrides(args), **scored(curve[args.train_steps]),
+            "curve": {str(step): scored(scores) for step, scores in sorted(curve.items())},
+            "losses": [(entry["step"], entry["loss"]) for entry in
+                       result.stage1_log_history + result.stage2_log_history if "loss" in entry],
+            "zero_shot": zero_shot(model, source_tok, tasks, args.zero_shot_limit) if tasks else {},
+            "seconds": {"train": round(train_seconds, 1), "total": round(time.perf_counter() - started, 1)}}
 
 
 def merged_scores(model, original, weight: float, tokenizer, heldout, tasks: list, args) -> dict:
@@ -877,7 +916,8 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
             try:
                 row.update(train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm, seed,
                                      after_swap_cache))
-                row["gap_closed"] = gap_closed(row["curve"], original)
+                if row["method"] != "none":  # the control has no swap whose gap could close
+                    row["gap_closed"] = gap_closed(row["curve"], original)
             except Exception as err:  # noqa: BLE001
                 row.setdefault("method", ARMS[arm][0] or args.default_init or default_init_method())
                 row["error"] = f"{type(err).__name__}: {err}"
@@ -1050,7 +1090,7 @@ def paired_zero_shot_table(rows: list) -> list:
     return ["", "Zero-shot accuracy against the unswapped model on the same questions (paired: the difference and its "
             "standard error are the mean and standard error of the per-question difference of the two 0/1 outcomes; "
             "interval: difference ± 1.96 standard errors):", "",
-            "| arm | scored | task | questions | unswapped acc | swapped acc | difference (points) | 95% interval |",
+            "| arm | scored | task | questions | unswapped acc | arm acc | difference (points) | 95% interval |",
             "|---|---|---|---:|---:|---:|---:|---|", *lines]
 
 
