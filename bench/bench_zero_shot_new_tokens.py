@@ -79,7 +79,8 @@ def offset_lines(rows: list, originals: dict, source_vocab: set) -> list:
              "| arm | task | questions | " + " | ".join(f"c = {c:g}" for c in OFFSETS) + " |",
              "|---|---|---:|" + "---:|" * len(OFFSETS)]
     for r in rows:
-        for task, result in (r.get("zero_shot", {}) if r["phase"] == "train" else {}).items():
+        # the control (no swap) has no new tokens of its own to offset
+        for task, result in (r.get("zero_shot", {}) if r["phase"] == "train" and r["method"] != "none" else {}).items():
             original = originals.get((task, result["num_examples"]))
             if "loglikelihoods" not in result or original is None:
                 continue
