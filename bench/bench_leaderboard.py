@@ -1064,6 +1064,13 @@ def train_table(rows: list) -> list:
     return lines + paired_zero_shot_table(rows) + control_paired_table(rows)
 
 
+def paired_cells(result: dict, reference: dict) -> str:
+    """'reference acc | acc | difference ± se | 95% interval |' of two zero-shot results on the same questions."""
+    diff, se = paired_difference(result["correct"], reference["correct"])
+    return (f"{reference['acc']:.3f} | {result['acc']:.3f} | {diff:+.1f} ± {se:.1f} | "
+            f"{diff - 1.96 * se:+.1f} to {diff + 1.96 * se:+.1f} |")
+
+
 def paired_zero_shot_table(rows: list) -> list:
     """Each trained row with per-question outcomes against the unswapped model on the same questions."""
     originals = {}
@@ -1081,10 +1088,8 @@ def paired_zero_shot_table(rows: list) -> list:
                 original = originals.get((task, result["num_examples"]))
                 if "correct" not in result or original is None:
                     continue
-                diff, se = paired_difference(result["correct"], original["correct"])
                 lines.append(f"| {arm_label(r)}, seed {r['seed']} | {when} | {task} | {result['num_examples']} | "
-                             f"{original['acc']:.3f} | {result['acc']:.3f} | {diff:+.1f} ± {se:.1f} | "
-                             f"{diff - 1.96 * se:+.1f} to {diff + 1.96 * se:+.1f} |")
+                             + paired_cells(result, original))
     if not lines:
         return []
     return ["", "Zero-shot accuracy against the unswapped model on the same questions (paired: the difference and its "
@@ -1098,6 +1103,7 @@ def control_paired_table(rows: list) -> list:
     """Each trained swapped row against the control (arm unswapped_ce) of the same seed and steps, question by
     question: the swap's own share of the points, with the training's share taken out."""
     train = [r for r in rows if r["phase"] == "train" and "error" not in r]
+
     def key(r):  # the same batches and schedule: seed, steps, learning rates, text mixture
         recipe = {**UNRECORDED_LRS, **recipe_overrides(r)}
         return (r["seed"], r["train_steps"], r["stage1_steps"], recipe["stage1_lr"], recipe["stage2_lr"],
@@ -1113,10 +1119,8 @@ def control_paired_table(rows: list) -> list:
             other = control.get("zero_shot", {}).get(task, {})
             if "correct" not in result or other.get("num_examples") != result["num_examples"]:
                 continue
-            diff, se = paired_difference(result["correct"], other["correct"])
-            lines.append(f"| {arm_label(r)}, seed {r['seed']} | {task} | {result['num_examples']} | {other['acc']:.3f} "
-                         f"| {result['acc']:.3f} | {diff:+.1f} ± {se:.1f} | {diff - 1.96 * se:+.1f} to "
-                         f"{diff + 1.96 * se:+.1f} |")
+            lines.append(f"| {arm_label(r)}, seed {r['seed']} | {task} | {result['num_examples']} | "
+                         + paired_cells(result, other))
     if not lines:
         return []
     return ["", "Zero-shot accuracy against the control (arm unswapped_ce: the original model and tokenizer trained by "
