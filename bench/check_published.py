@@ -2,6 +2,7 @@
 
     python bench/check_published.py            # lists the untraced numbers, exit 1 if there are any
     python bench/check_published.py --cited    # stricter: a paragraph's decimals must be in the files it names
+    python bench/check_published.py --one-seed # sentences that publish a measured figure of one seed alone
 
 It also lists results files with no command that made them: a file is covered when it, or a file of the same name
 with another suffix, holds a `python bench/...` command, or when a paragraph of README.md or bench/RESULTS.md names it
@@ -107,7 +108,38 @@ def traced_elsewhere(text: str) -> list[str]:
     return out
 
 
+SENTENCE = re.compile(r"(?<=[.])\s+(?=[A-Z(*])|\n(?=\|)|\n\s*\n")
+ONE_SEED = re.compile(r"\bseed \d\b|\b(?:first|second|third|fourth|one|this|that|its) (?:training |GloVe )?seed\b(?!-to)",
+                      re.I)
+SEVERAL = re.compile(r"\bseeds\b|\bruns\b|seed by seed", re.I)
+NO_RANDOMNESS = re.compile(r"deterministic|no seed", re.I)
+
+
+def one_seed(text: str) -> list[str]:
+    """Sentences (and table rows) with a measured decimal that name one seed, and neither a second one, several
+    seeds, nor why no seed matters: figures where randomness enters and no spread was measured."""
+    out = []
+    offset = 0
+    for sentence in SENTENCE.split(text):
+        seeds = ONE_SEED.findall(sentence)
+        named = {s.lower() for s in seeds}
+        if (DECIMAL.search(sentence) and len(named) == 1 and not SEVERAL.search(sentence)
+                and not NO_RANDOMNESS.search(sentence)):
+            line = text.count("\n", 0, text.find(sentence, offset)) + 1
+            out.append(f"{line}: {' '.join(sentence.split())[:160]}")
+        offset = max(offset, text.find(sentence, offset))
+    return out
+
+
 def main() -> int:
+    if "--one-seed" in sys.argv[1:]:
+        found = 0
+        for path in PUBLISHED:
+            for item in one_seed(path.read_text()):
+                print(f"{path.relative_to(REPO)}:{item}")
+                found += 1
+        print(f"{found} sentences publish a figure of one seed alone", file=sys.stderr)
+        return 1 if found else 0
     if "--cited" in sys.argv[1:]:
         found = 0
         for path in PUBLISHED:
