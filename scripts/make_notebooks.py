@@ -211,7 +211,7 @@ def train_and_distill():
 # Train a swapped model back to health, then distill
 
 After a swap only the embeddings are new. TokAlign's recipe trains in two stages: first the
-embeddings and `lm_head` alone (lr 6.4e-4), then everything (lr 1e-4). Once the model speaks the
+embeddings and `lm_head` alone (lr 6.4e-4), then everything (lr 2e-4). Once the model speaks the
 teacher's tokenizer it can also be distilled from it token by token (cross-entropy + KL to the
 teacher). Bits per byte compare the model before and after fairly across tokenizers.
 

@@ -442,7 +442,7 @@ def test_config_budgets_and_defaults(tmp_path):
     assert config.stage_max_steps(2) == 5
     assert VocabAdaptationConfig().stage_max_steps(1) is None
     sft1, sft2 = config.to_sft_config(1), config.to_sft_config(2)
-    assert sft1.learning_rate == pytest.approx(6.4e-4) and sft2.learning_rate == pytest.approx(1e-4)
+    assert sft1.learning_rate == pytest.approx(6.4e-4) and sft2.learning_rate == pytest.approx(2e-4)
     assert sft1.max_steps == 16 and sft1.packing and sft1.lr_scheduler_type.value == "cosine"
     assert sft1.weight_decay == pytest.approx(0.01) and sft1.max_grad_norm == 1.0
     assert sft1.warmup_steps == pytest.approx(0.03)
