@@ -25,25 +25,25 @@ AGREE, BF16 = "draft_agreement_seeds.md", "draft_bf16_runs.md"
 
 # (published figure, sum, results files holding the marked values, what it is)
 DERIVED = [
-    ("44.5", "100 * ({1.885} - {1.563}) / ({1.885} - {1.162})", [LB], "the default at 200 steps: gap closed against "
-     "the control's end point (the original trained by the same recipe), %"),
-    ("0.043", "{1.563} - {1.520}", [LB], "output rows fitted, 200 steps, seeds 2, 3: the default minus the fit"),
+    ("44.5", "100 * ({1.885} - {1.563}) / ({1.885} - {1.162})", [LB], "the 1e-4 recipe at 200 steps: gap closed "
+     "against the control's end point (the original trained by the same recipe), %"),
+    ("0.043", "{1.563} - {1.520}", [LB], "output rows fitted, 200 steps, seeds 2, 3: the 1e-4 recipe minus the fit"),
     ("0.04", "{1.563} - {1.520}", [LB], "the same, to two decimals"),
     ("59.5", "100 * ({1.885} - {1.520}) / ({1.885} - {1.272})", [LB], "output rows fitted, 200 steps: gap closed, %"),
-    ("0.013", "{1.563} - {1.550}", [LB], "prediction term, 200 steps, seeds 2, 3: the default (4 seeds) minus it"),
-    ("0.013", "{1.57409} - {1.56148}", [JSONL], "sparse embedding updates, 200 steps, seed 3, minus the default"),
-    ("0.012", "{1.5762} - {1.56384}", [JSONL], "sparse embedding updates, 200 steps, seed 2, minus the default"),
-    ("0.012", "{0.98189} - {0.96952}", [JSONL], "English, seed 3: the default minus sparse embedding updates"),
+    ("0.013", "{1.563} - {1.550}", [LB], "prediction term, 200 steps, seeds 2, 3: the 1e-4 recipe (4 seeds) minus it"),
+    ("0.013", "{1.57409} - {1.56148}", [JSONL], "sparse embedding updates, 200 steps, seed 3, minus the 1e-4 recipe"),
+    ("0.012", "{1.5762} - {1.56384}", [JSONL], "sparse embedding updates, 200 steps, seed 2, minus the 1e-4 recipe"),
+    ("0.012", "{0.98189} - {0.96952}", [JSONL], "English, seed 3: the 1e-4 recipe minus sparse embedding updates"),
     ("0.106", "{1.885} - {1.779}", [LB], "output rows fitted, right after the swap: gain over fvt_scaled"),
     ("0.11", "{1.885} - {1.779}", [LB], "the same, to two decimals"),
-    ("0.084", "({1.70501} + {1.69468}) / 2 - ({1.62152} + {1.60935}) / 2", [JSONL], "50 steps, seeds 2, 3: the default "
-     "minus output rows fitted"),
+    ("0.084", "({1.70501} + {1.69468}) / 2 - ({1.62152} + {1.60935}) / 2", [JSONL], "50 steps, seeds 2, 3: the 1e-4 "
+     "recipe minus output rows fitted"),
     ("0.08", "({1.70501} + {1.69468}) / 2 - ({1.62152} + {1.60935}) / 2", [JSONL], "the same, to two decimals"),
-    ("0.086", "({1.74471} + {1.73347}) / 2 - ({1.66015} + {1.64681}) / 2", [JSONL], "25 steps, seeds 2, 3: the default "
-     "minus output rows fitted"),
+    ("0.086", "({1.74471} + {1.73347}) / 2 - ({1.66015} + {1.64681}) / 2", [JSONL], "25 steps, seeds 2, 3: the 1e-4 "
+     "recipe minus output rows fitted"),
     ("44.0", "100 * ({1.885} - {1.615}) / ({1.885} - {1.272})", [LB], "output rows fitted, 50 steps: gap closed, %"),
-    ("30.2", "100 * ({1.885} - {1.700}) / ({1.885} - {1.272})", [JSONL, LB], "the default at 50 steps, seeds 2, 3: gap "
-     "closed, %"),
+    ("30.2", "100 * ({1.885} - {1.700}) / ({1.885} - {1.272})", [JSONL, LB], "the 1e-4 recipe at 50 steps, seeds 2, 3: "
+     "gap closed, %"),
     ("0.056", "{1.9472} - {1.8912}", ["self_distill.md"], "20 cross-entropy steps: fvt minus fvt_scaled, 2 seeds"),
     ("0.2", "abs({-3.2}) - 3", [LB], "self-distillation with task-near text, seed 3: ARC-Easy beyond the 3-point goal"),
     ("0.015", "{1.756} - {1.741}", [LB], "short stage 1 at 50 steps: fvt minus fvt_scaled"),
@@ -63,7 +63,7 @@ DERIVED = [
     ("0.0012", "{1.7943} - {1.7931}", ["demo_run_seed1.md", "demo_run.md"], "demo after training: seed 1 minus seed 0"),
     ("15.4", "{44.0} - {28.6}", [LB], "gap closed at 200 steps: stage 2 at 5e-5 minus the paper's split, 2 seeds each"),
     ("0.052", "{1.793} - {1.741}", [LB], "50 steps: the paper's split minus the short stage 1 at 5e-5"),
-    ("0.052", "{1.615} - {1.563}", [LB], "200 steps: stage 2 at 5e-5 minus the default"),
+    ("0.052", "{1.615} - {1.563}", [LB], "200 steps: stage 2 at 5e-5 minus the 1e-4 recipe"),
     ("0.05", "{1.793} - {1.741}", [LB], "the first of those, to two decimals"),
     ("0.10", "{1.710} - {1.615}", [LB], "200 steps: the paper's split minus the short stage 1 at 5e-5, two decimals"),
     ("3.5", "100 * ({0.500} - {0.465})", [LB], "ARC-Easy at 200 steps, unswapped minus swapped, 200 questions, points"),
@@ -82,7 +82,7 @@ DERIVED = [
     ("3.4", "{50.1} - {46.7}", [AGREE], "code agreement, seed 1: T = 1 minus T = 2"),
     ("3.4", "{59.1} - {55.7}", [AGREE], "prose agreement, seed 1: T = 1 minus T = 2"),
     ("0.095", "{1.710} - {1.615}", [LB], "200 steps: the paper's split minus stage 2 at 5e-5, 2 seeds each"),
-    ("0.037", "{1.741} - {1.704}", [LB], "50 steps: short stage 1 at 5e-5 minus the default"),
+    ("0.037", "{1.741} - {1.704}", [LB], "50 steps: short stage 1 at 5e-5 minus the 1e-4 recipe"),
     ("1.39", "{3.552} - {2.165}", ["training_bench.json"], "after 36 steps, seed 0: random init minus TokAlign"),
     ("1.24", "{3.439} - {2.196}", ["training_bench_seed1.json"], "after 36 steps, seed 1: random init minus TokAlign"),
     ("0.03", "{2.196} - {2.165}", ["training_bench.json", "training_bench_seed1.json"], "TokAlign across seeds"),
@@ -103,6 +103,19 @@ DERIVED = [
     ("1.51", "({5.32} + {0.77} / 2) / {3.77}", ["surgery_run.md"], "that peak over the source model's size"),
     ("0.077", "{2.181} - {2.104}", ["distill_gemma.json"], "held-out KL, seed 0: plain CE minus CE + KL"),
     ("0.090", "{2.152} - {2.062}", ["distill_gemma_seed1.json"], "held-out KL, seed 1: plain CE minus CE + KL"),
+    ("0.035", "{1.563} - {1.528}", [LB], "200 steps: stage 2 at 1e-4 (4 seeds) minus 2e-4, the default (2 seeds)"),
+    ("0.030", "{1.704} - {1.674}", [LB], "50 steps: stage 2 at 1e-4 (4 seeds) minus 2e-4, the default (2 seeds)"),
+    ("49.4", "100 * ({1.885} - {1.528}) / ({1.885} - {1.162})", [LB], "the default (stage 2 at 2e-4) at 200 steps: gap "
+     "closed against the control's end point (the original trained at 1e-4), %"),
+    ("29.6", "{58.2} - {28.6}", [LB], "200 steps: gap closed, the default minus the paper's split, points"),
+    ("19.4", "{34.4} - {15.0}", [LB], "50 steps: gap closed, the default minus the paper's split, points"),
+    ("-2.45", "({-0.9} + {-4.0}) / 2", [LB], "the default at 200 steps, ARC-Easy paired with the unswapped model: "
+     "mean of seeds 2, 3"),
+    ("-2.65", "({-2.6} + {-2.7}) / 2", [LB], "the same for PIQA"),
+    ("1.0", "abs({-4.0}) - 3", [LB], "the default, seed 3, ARC-Easy: points beyond the 3-point goal"),
+    ("3.1", "{-0.9} - {-4.0}", [LB], "the default, ARC-Easy: seed 2 minus seed 3, points"),
+    ("1.2", "{-0.9} - {-2.1}", [LB], "ARC-Easy, seed 2: stage 2 at 2e-4 minus 1e-4, points (the largest such gain)"),
+    ("0.4", "{-4.0} - {-4.4}", [LB], "ARC-Easy, seed 3: stage 2 at 2e-4 minus 1e-4, points (the smallest such gain)"),
 ]
 MARKED = re.compile(r"\{(-?[\d.]+)\}")
 NUMBER = re.compile(r"-?\d[\d,]*\.?\d*(?:e-?\d+)?")
