@@ -10,12 +10,17 @@ similarity of our alignment against three baselines, the self-check precision, t
 in-degree with and without CSLS, and the paper's relative-representation matching for comparison.
 Then the matching of a 152k-row target space to a 49k-row source space (random vectors, 300 dims):
 seconds and peak memory, measured in a fresh subprocess each.
+
+Over GloVe seeds: run it with `--seed N --output bench/results/alignment_seedN.md --skip-matching-bench`, then
+`--summarize bench/results/alignment.md bench/results/alignment_seed1.md ... --output
+bench/results/alignment_seeds.md` for mean ± std of every quality column and of the margins over the baseline.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -54,6 +59,63 @@ def fmt(x, digits=4):
     return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
 
 
+# Method labels in the self-check table, old and new spellings, by what each label contains (first match wins).
+METHODS = (("gate", "Procrustes + CSLS + gate 0.9 (default)"), ("every match kept", "Procrustes + CSLS, no gate"),
+           ("no CSLS", "Procrustes, no CSLS"), ("(paper)", "relative reps, 300 anchors (paper)"),
+           ("relative", "relative reps, 300 anchors + CSLS"))
+
+
+def _method_label(cell: str) -> str:
+    return next(label for key, label in METHODS if key in cell)
+
+
+def _read_report(path: str) -> tuple:
+    """The quality table (pair -> [BLEU ours, BLEU byte-id+random, sim ours, sim byte-id+random]) and the
+    self-check table ((pair, method) -> [P@1, P@10, max in-degree]) of one report."""
+    quality, checks = {}, {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        cells = [c.strip().strip("*") for c in line.strip().strip("|").split("|")]
+        if " -> " not in cells[0]:
+            continue
+        if len(cells) == 12:
+            quality[cells[0]] = [float(cells[i]) for i in (4, 5, 8, 9)]
+        elif len(cells) == 7:
+            checks[(cells[0], _method_label(cells[1]))] = [float(cells[i]) for i in (2, 3, 4)]
+    return quality, checks
+
+
+def summarize(paths: list, output: str, argv) -> int:
+    """Mean ± std over reports of this script (one per GloVe seed), read back from their markdown tables."""
+    runs = [_read_report(p) for p in paths]
+    if any(set(q) != set(runs[0][0]) or set(c) != set(runs[0][1]) for q, c in runs):
+        raise SystemExit(f"the reports {paths} do not hold the same pairs and methods")
+
+    def cell(xs: list, digits: int, scale: float = 1.0) -> str:
+        xs = [scale * x for x in xs]
+        return f"{statistics.mean(xs):.{digits}f} ± {statistics.stdev(xs):.{digits}f}"
+
+    lines = ["# Alignment benchmark over GloVe seeds", "", f"Command: `python bench/bench_alignment.py {' '.join(argv)}`",
+             "", f"Mean ± std over {len(paths)} reports (" + ", ".join(f"`{Path(p).name}`" for p in paths) + "), "
+             "one GloVe seed each (the seed also draws the self-check's held-out pairs); the corpus, its split and "
+             "the random baselines are the same in every report. Margins are in points (100 x the difference).", "",
+             "| pair | BLEU-1 ours | BLEU-1 byte-id+random | BLEU-1 margin (points) | sim ours | sim byte-id+random "
+             "| sim margin (points) |", "|---|---|---|---|---|---|---|"]
+    for pair in runs[0][0]:
+        values = list(zip(*(q[pair] for q, _ in runs)))  # column -> one value per run
+        bleu_margin = [a - b for a, b in zip(values[0], values[1])]
+        sim_margin = [a - b for a, b in zip(values[2], values[3])]
+        lines.append(f"| {pair} | {cell(values[0], 4)} | {cell(values[1], 4)} | {cell(bleu_margin, 1, 100)} | "
+                     f"{cell(values[2], 4)} | {cell(values[3], 4)} | {cell(sim_margin, 1, 100)} |")
+    lines += ["", "| pair | method | self-check P@1 | P@10 | max in-degree |", "|---|---|---|---|---|"]
+    for pair, method in runs[0][1]:
+        values = list(zip(*(c[(pair, method)] for _, c in runs)))
+        lines.append(f"| {pair} | {method} | {cell(values[0], 4)} | {cell(values[1], 4)} | {cell(values[2], 1)} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    Path(output).write_text(text, encoding="utf-8")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus-bytes", type=int, default=3_000_000)
@@ -65,7 +127,11 @@ def main(argv=None) -> int:
                         help="GloVe and self-check hold-out seed (the corpus, its split and the baselines stay seed 0)")
     parser.add_argument("--skip-matching-bench", action="store_true")
     parser.add_argument("--output", default="bench/results/alignment.md")
+    parser.add_argument("--summarize", nargs="+", default=None, metavar="REPORT.md",
+                        help="no run: mean ± std over these reports (one per seed), written to --output")
     args = parser.parse_args(argv)
+    if args.summarize:
+        return summarize(args.summarize, args.output, sys.argv[1:] if argv is None else argv)
 
     from tokswap.align.pipeline import AlignmentConfig, align_tokenizers
     from tokswap.loading import load_tokenizer
@@ -119,6 +185,7 @@ def write_report(args, results, matching, total) -> None:
         f"Command: `python bench/bench_alignment.py --corpus-bytes {args.corpus_bytes} --dim {args.dim} "
         f"--iterations {args.iterations} --min-count {args.min_count}"
         + (f" --seed {args.seed} --output {args.output}" if args.seed else "")
+        + (" --skip-matching-bench" if args.skip_matching_bench else "")
         + f"` (total {total / 60:.1f} min on the 2-core "
         f"CPU; load average at the end {__import__('os').getloadavg()[0]:.1f}).",
         "",
