@@ -121,6 +121,11 @@ DERIVED = [
     ("-3.08", "({-3.1} + {-3.9} + {-2.6} + {-2.7}) / 4", [LB], "the same for PIQA"),
     ("1.2", "{-0.9} - {-2.1}", [LB], "ARC-Easy, seed 2: stage 2 at 2e-4 minus 1e-4, points (the largest such gain)"),
     ("0.4", "{-4.0} - {-4.4}", [LB], "ARC-Easy, seed 3: stage 2 at 2e-4 minus 1e-4, points (the smallest such gain)"),
+    ("0.006", "({1.527} + {1.52961}) / 2 - ({1.52267} + {1.52098}) / 2", [JSONL], "200 steps, seeds 2, 3: stage 2 "
+     "at 2e-4 minus 3e-4"),
+    ("+0.3", "100 * (({0.512280701754386} - {0.5140350877192983}) + ({0.48947368421052634} - {0.4824561403508772})) "
+     "/ 2", [JSONL], "ARC-Easy at 200 steps, mean of seeds 2, 3: stage 2 at 3e-4 minus 2e-4, points"),
+    ("+0.1", "100 * (({0.628} - {0.629}) + ({0.631} - {0.628})) / 2", [JSONL], "the same for PIQA"),
 ]
 MARKED = re.compile(r"\{(-?[\d.]+)\}")
 NUMBER = re.compile(r"-?\d[\d,]*\.?\d*(?:e-?\d+)?")
