@@ -37,3 +37,26 @@ def test_one_seed_check_flags_a_lone_seed_and_passes_pairs_and_deterministic_run
     assert module.one_seed("Right after the swap (seed 2; no training, deterministic) it is 1.885.") == []
     assert module.one_seed("The fourth seed ran for 200 steps.") == []  # no measured decimal
     assert module.one_seed("about one seed-to-seed std, 0.013 apart.") == []
+
+
+def test_alignment_summary_averages_reports_of_old_and_new_label_spellings(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_bench_alignment", REPO / "bench" / "bench_alignment.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    quality = "| smollm2 -> qwen2.5 | 39234 | 39234 | 17409 | **{bleu}** | 0.6000 | 0.6000 | 0.0006 | **0.9800** | 0.9400 | 0.9400 | 0.0740 |"
+    old = "| smollm2 -> qwen2.5 | **Procrustes + CSLS + confidence gate 0.9 (the default)** | {p1} | 0.8500 | 11 | 4866 | 0.6263 |"
+    new = "| smollm2 -> qwen2.5 | Procrustes + CSLS + gate 0.9 (default) | {p1} | 0.8500 | 13 | 4866 | 0.6263 |"
+    first, second = tmp_path / "a.md", tmp_path / "b.md"
+    first.write_text(quality.format(bleu="0.6200") + "\n\n" + old.format(p1="0.7600") + "\n")
+    second.write_text(quality.format(bleu="0.6300") + "\n\n" + new.format(p1="0.7400") + "\n")
+    output = tmp_path / "summary.md"
+    assert module.summarize([str(first), str(second)], str(output), ["--summarize"]) == 0
+    text = output.read_text()
+    # BLEU-1 0.62 and 0.63: mean 0.625, std 0.0071; margins over 0.60 of 2 and 3 points
+    assert "| smollm2 -> qwen2.5 | 0.6250 ± 0.0071 | 0.6000 ± 0.0000 | 2.5 ± 0.7 |" in text
+    assert (
+        "| smollm2 -> qwen2.5 | Procrustes + CSLS + gate 0.9 (default) | 0.7500 ± 0.0141 | 0.8500 ± 0.0000 | 12.0 ± 1.4 |"
+        in text
+    )
