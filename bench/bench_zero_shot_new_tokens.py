@@ -98,6 +98,37 @@ def offset_lines(rows: list, originals: dict, source_vocab: set) -> list:
     return lines
 
 
+# The training command of every trained arm in leaderboard.jsonl (`--heldout-bytes 4000 --corpus-bytes 2000000`):
+# its corpus is both the alignment's text and the pool the training windows are drawn from.
+TRAINING_CORPUS = dict(heldout_bytes=4000, corpus_bytes=2_000_000)
+FREQUENCY_BINS = ((0, "never"), (3, "1-2 times"), (10, "3-9 times"), (float("inf"), "10 times or more"))
+
+
+def corpus_frequency_lines(top: dict, target: str) -> list:
+    """How often the training corpus holds the new tokens of each task's scored choices: what any fit or training
+    on that text can reach (the output-row fit takes tokens seen at least 3 times; 200 steps see a fifth of it)."""
+    from tokswap.loading import load_tokenizer
+
+    _, pieces = lb.split_documents(lb.load_domain_documents(), lb.DOMAINS, **TRAINING_CORPUS)
+    tokenizer = load_tokenizer(target)
+    counts = collections.Counter()
+    for ids in tokenizer([piece for _, _, piece in pieces], add_special_tokens=False).input_ids:
+        counts.update(tokenizer.convert_ids_to_tokens(ids))
+
+    def label(token: str) -> str:
+        return next(name for bound, name in FREQUENCY_BINS if (counts[token] < bound if bound else not counts[token]))
+
+    lines = ["", f"New tokens in the scored choices by how often the training corpus ({target}; the leaderboard's "
+             f"`--heldout-bytes {TRAINING_CORPUS['heldout_bytes']} --corpus-bytes {TRAINING_CORPUS['corpus_bytes']}`) "
+             "holds them; tokenization only, no seed:", "",
+             "| task | in the corpus | distinct new tokens | (question, token) pairs, token in a choice |", "|---|---|---:|---:|"]
+    for task, (_, choice_counts) in top.items():
+        for _, name in FREQUENCY_BINS:
+            tokens = [t for t in choice_counts if label(t) == name]
+            lines.append(f"| {task} | {name} | {len(tokens)} | {sum(choice_counts[t] for t in tokens)} |")
+    return lines
+
+
 def main() -> int:
     from tokswap.loading import load_tokenizer
 
@@ -153,6 +184,7 @@ def main() -> int:
         lines += ["", f"{task}: the new tokens in most scored choices (questions holding them in a choice; "
                   f"{len(choice_counts)} distinct): {shown}"]
     lines += offset_lines(rows, originals, source_vocab)
+    lines += corpus_frequency_lines(top, "qwen2.5")
     (RESULTS / "zero_shot_new_tokens.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
     return 0
