@@ -60,7 +60,7 @@ def fmt(x, digits=4):
 
 
 # Method labels in the self-check table, old and new spellings, by what each label contains (first match wins).
-METHODS = (("gate", "Procrustes + CSLS + gate 0.9 (default)"), ("every match kept", "Procrustes + CSLS, no gate"),
+METHODS = (("gate 0.9", "Procrustes + CSLS + gate 0.9 (default)"), ("every match kept", "Procrustes + CSLS, no gate"),
            ("no CSLS", "Procrustes, no CSLS"), ("(paper)", "relative reps, 300 anchors (paper)"),
            ("relative", "relative reps, 300 anchors + CSLS"))
 

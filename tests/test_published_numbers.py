@@ -49,8 +49,12 @@ def test_alignment_summary_averages_reports_of_old_and_new_label_spellings(tmp_p
     old = "| smollm2 -> qwen2.5 | **Procrustes + CSLS + confidence gate 0.9 (the default)** | {p1} | 0.8500 | 11 | 4866 | 0.6263 |"
     new = "| smollm2 -> qwen2.5 | Procrustes + CSLS + gate 0.9 (default) | {p1} | 0.8500 | 13 | 4866 | 0.6263 |"
     first, second = tmp_path / "a.md", tmp_path / "b.md"
-    first.write_text(quality.format(bleu="0.6200") + "\n\n" + old.format(p1="0.7600") + "\n")
-    second.write_text(quality.format(bleu="0.6300") + "\n\n" + new.format(p1="0.7400") + "\n")
+    old_kept = "| smollm2 -> qwen2.5 | Procrustes + CSLS, every match kept | 0.7600 | 0.8500 | 20 | 17216 | 0.6263 |"
+    new_kept = (
+        "| smollm2 -> qwen2.5 | Procrustes + CSLS, every match kept (no gate) | 0.7400 | 0.8500 | 24 | 17216 | 0.6263 |"
+    )
+    first.write_text(quality.format(bleu="0.6200") + "\n\n" + old.format(p1="0.7600") + "\n" + old_kept + "\n")
+    second.write_text(quality.format(bleu="0.6300") + "\n\n" + new_kept + "\n" + new.format(p1="0.7400") + "\n")
     output = tmp_path / "summary.md"
     assert module.summarize([str(first), str(second)], str(output), ["--summarize"]) == 0
     text = output.read_text()
@@ -60,3 +64,4 @@ def test_alignment_summary_averages_reports_of_old_and_new_label_spellings(tmp_p
         "| smollm2 -> qwen2.5 | Procrustes + CSLS + gate 0.9 (default) | 0.7500 ± 0.0141 | 0.8500 ± 0.0000 | 12.0 ± 1.4 |"
         in text
     )
+    assert "| Procrustes + CSLS, no gate | 0.7500 ± 0.0141 | 0.8500 ± 0.0000 | 22.0 ± 2.8 |" in text
