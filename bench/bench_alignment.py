@@ -14,6 +14,8 @@ seconds and peak memory, measured in a fresh subprocess each.
 Over GloVe seeds: run it with `--seed N --output bench/results/alignment_seedN.md --skip-matching-bench`, then
 `--summarize bench/results/alignment.md bench/results/alignment_seed1.md ... --output
 bench/results/alignment_seeds.md` for mean ± std of every quality column and of the margins over the baseline.
+The matching at scale alone (a timing: run it with nothing else running): `--pairs none --output
+bench/results/alignment_matching.md`.
 """
 
 from __future__ import annotations
@@ -122,7 +124,8 @@ def main(argv=None) -> int:
     parser.add_argument("--dim", type=int, default=100)
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--min-count", type=int, default=5)
-    parser.add_argument("--pairs", default=",".join(f"{s}:{t}" for s, t in PAIRS))
+    parser.add_argument("--pairs", default=",".join(f"{s}:{t}" for s, t in PAIRS),
+                        help="source:target pairs, comma-separated; 'none' runs only the matching benchmark")
     parser.add_argument("--seed", type=int, default=0,
                         help="GloVe and self-check hold-out seed (the corpus, its split and the baselines stay seed 0)")
     parser.add_argument("--skip-matching-bench", action="store_true")
@@ -130,17 +133,18 @@ def main(argv=None) -> int:
     parser.add_argument("--summarize", nargs="+", default=None, metavar="REPORT.md",
                         help="no run: mean ± std over these reports (one per seed), written to --output")
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
     if args.summarize:
-        return summarize(args.summarize, args.output, sys.argv[1:] if argv is None else argv)
+        return summarize(args.summarize, args.output, args.argv)
 
     from tokswap.align.pipeline import AlignmentConfig, align_tokenizers
     from tokswap.loading import load_tokenizer
     from tokswap.offline.corpus import build_corpus
 
     started = time.perf_counter()
-    corpus = build_corpus(total_bytes=args.corpus_bytes, seed=0)
+    corpus = None if args.pairs == "none" else build_corpus(total_bytes=args.corpus_bytes, seed=0)
     results = []
-    for pair in args.pairs.split(","):
+    for pair in [] if args.pairs == "none" else args.pairs.split(","):
         source_name, target_name = pair.split(":")
         source, target = load_tokenizer(source_name), load_tokenizer(target_name)
         row = {"pair": f"{source_name} -> {target_name}"}
@@ -182,13 +186,21 @@ def write_report(args, results, matching, total) -> None:
     lines = [
         "# Alignment benchmark",
         "",
-        f"Command: `python bench/bench_alignment.py --corpus-bytes {args.corpus_bytes} --dim {args.dim} "
-        f"--iterations {args.iterations} --min-count {args.min_count}"
-        + (f" --seed {args.seed} --output {args.output}" if args.seed else "")
-        + (" --skip-matching-bench" if args.skip_matching_bench else "")
-        + f"` (total {total / 60:.1f} min on the 2-core "
+        f"Command: `python bench/bench_alignment.py {' '.join(args.argv)}` (total {total / 60:.1f} min on the 2-core "
         f"CPU; load average at the end {__import__('os').getloadavg()[0]:.1f}).",
         "",
+    ]
+    if results:
+        lines += quality_lines(args, results)
+    if matching:
+        lines += matching_lines(matching)
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {args.output}")
+
+
+def quality_lines(args, results) -> list:
+    lines = [
         f"Corpus: `tokswap.offline.corpus.build_corpus(total_bytes={args.corpus_bytes}, seed=0)` (train split for GloVe, test "
         f"split for BLEU-1/similarity). GloVe: {args.dim} dims, {args.iterations} iterations (the paper: 300/15), window 15, x_max 10, alpha 0.75, min count "
         f"{args.min_count}. Matching: Procrustes on all identical pairs both GloVe spaces trained (90%), "
@@ -237,22 +249,23 @@ def write_report(args, results, matching, total) -> None:
     lines += ["", "Rows by how they were decided (default method):", ""]
     for row in results:
         lines.append(f"- {row['pair']}: {row['row_sources']}; corpus {row['corpus']}; timings (s) {row['timings']}")
-    if matching:
-        lines += [
-            "",
-            "## Matching at scale: 152,000 target rows x 49,152 source rows, 300 dims, CSLS, top-10",
-            "",
-            "Random vectors, fresh subprocess per row; peak RSS includes the inputs (~0.23 GB) and torch.",
-            "",
-            "| search space | wall seconds | CPU seconds (all threads) | CPU seconds / threads | peak RSS (GB) |",
-            "|---|---|---|---|---|",
-        ]
-        for m in matching:
-            lines.append(f"| {m['search_dim']} | {m['seconds']:.1f} | {m['cpu_seconds']:.1f} | "
-                         f"{m['cpu_seconds'] / m['threads']:.1f} | {m['peak_rss_gb']:.2f} |")
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"wrote {args.output}")
+    return lines
+
+
+def matching_lines(matching) -> list:
+    lines = [
+        "",
+        "## Matching at scale: 152,000 target rows x 49,152 source rows, 300 dims, CSLS, top-10",
+        "",
+        "Random vectors, fresh subprocess per row; peak RSS includes the inputs (~0.23 GB) and torch.",
+        "",
+        "| search space | wall seconds | CPU seconds (all threads) | CPU seconds / threads | peak RSS (GB) |",
+        "|---|---|---|---|---|",
+    ]
+    for m in matching:
+        lines.append(f"| {m['search_dim']} | {m['seconds']:.1f} | {m['cpu_seconds']:.1f} | "
+                     f"{m['cpu_seconds'] / m['threads']:.1f} | {m['peak_rss_gb']:.2f} |")
+    return lines
 
 
 if __name__ == "__main__":
