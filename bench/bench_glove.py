@@ -15,6 +15,7 @@ outside the repository and built with `make`; it is never committed.
 Usage:
     python bench/bench_glove.py --tokens 5000000 --iterations 3
     python bench/bench_glove.py --quick
+    python bench/bench_glove.py --summarize RUN1.md RUN2.md ... --results SUMMARY.md   # mean ± std over runs
 """
 
 from __future__ import annotations
@@ -257,7 +258,16 @@ def main():
                         help="where to keep the C tool's vectors (default: <TOKSWAP_CACHE>/bench/glove_c)")
     parser.add_argument("--results", default=str(REPO_ROOT / "bench" / "results" / "glove.md"))
     parser.add_argument("--quick", action="store_true", help="1M tokens, 64 dims, 2 iterations")
+    parser.add_argument("--summarize", nargs="+", default=None, metavar="RUN.md",
+                        help="average runs' reports (grouped by command) into --results instead of running")
     args = parser.parse_args()
+    if args.summarize:
+        from report_average import average_report_groups
+
+        text = average_report_groups(args.summarize, "python bench/bench_glove.py " + " ".join(sys.argv[1:]))
+        Path(args.results).write_text(text)
+        print(text)
+        return
     if args.quick:
         args.tokens, args.dim, args.iterations = 1_000_000, 64, 2
     wall = time.monotonic()

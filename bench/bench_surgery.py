@@ -6,6 +6,7 @@ byte-identical tokens directly and makes every other token a FALLBACK row (mean 
 pieces), the most expensive path of the init. One run; prints time and peak RSS.
 
     python bench/bench_surgery.py [--target qwen2.5] [--init-method tokalign]
+    python bench/bench_surgery.py --summarize RUN1.md RUN2.md ... --output SUMMARY.md   # mean ± std over runs
 
 Goals (issue 4): under 15 s, peak memory under 1.5x the model's size.
 """
@@ -104,7 +105,17 @@ def main(argv=None) -> int:
     parser.add_argument("--target", default="qwen2.5")
     parser.add_argument("--init-method", default="tokalign")
     parser.add_argument("--output", default="bench/results/surgery_run.md", help="markdown file for the printed results and the command")
+    parser.add_argument("--summarize", nargs="+", default=None, metavar="RUN.md",
+                        help="average several runs' reports into --output instead of running")
     args = parser.parse_args(argv)
+    if args.summarize:
+        from report_average import average_report_groups
+
+        argv = argv if argv is not None else sys.argv[1:]
+        text = average_report_groups(args.summarize, "python bench/bench_surgery.py " + " ".join(argv))
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(text)
+        return 0
     lines = []
 
     def say(text: str, **kwargs) -> None:

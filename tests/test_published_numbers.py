@@ -65,3 +65,28 @@ def test_alignment_summary_averages_reports_of_old_and_new_label_spellings(tmp_p
         in text
     )
     assert "| Procrustes + CSLS, no gate | 0.7500 ± 0.0141 | 0.8500 ± 0.0000 | 22.0 ± 2.8 |" in text
+
+
+def test_report_average_averages_differing_numbers_and_refuses_different_commands(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_report_average", REPO / "bench" / "report_average.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    run = "# Bench\n\nCommand: `python bench/b.py --tokens 5 --results {out}` (took {t} min)\n\n| a | {x} s | 0.66 | qwen3 |\n"
+    paths = []
+    for index, (t, x) in enumerate([("3.1", "7.8"), ("3.3", "8.2"), ("3.2", "8.0")]):
+        paths.append(tmp_path / f"run{index}.md")
+        paths[-1].write_text(run.format(out=f"r/run{index}.md", t=t, x=x))
+    text = module.average_report_groups(paths, "python bench/b.py --summarize ...")
+    assert "## `python bench/b.py --tokens 5`" in text
+    assert "(took 3.2 ± 0.1 min)" in text
+    assert "| a | 8.0 ± 0.2 s | 0.66 | qwen3 |" in text  # equal numbers stay as printed
+    other = tmp_path / "other.md"
+    other.write_text(run.format(out="r/o.md", t="3.1", x="7.8").replace("--tokens 5", "--tokens 6"))
+    with pytest.raises(ValueError, match="different commands"):
+        module.average_reports([paths[0], other], "python bench/b.py --summarize ...")
+    words = tmp_path / "words.md"
+    words.write_text(run.format(out="r/w.md", t="3.1", x="7.8").replace("| a |", "| b |"))
+    with pytest.raises(ValueError, match="beyond their numbers"):
+        module.average_reports([paths[0], words], "python bench/b.py --summarize ...")
