@@ -15,7 +15,8 @@ Over GloVe seeds: run it with `--seed N --output bench/results/alignment_seedN.m
 `--summarize bench/results/alignment.md bench/results/alignment_seed1.md ... --output
 bench/results/alignment_seeds.md` for mean ± std of every quality column and of the margins over the baseline.
 The matching at scale alone (a timing: run it with nothing else running): `--pairs none --output
-bench/results/alignment_matching.md`.
+bench/results/alignment_matching.md`. The random baselines over their own seeds (no GloVe; the same held-out
+segments): `--baseline-seeds 0 1 2 --output bench/results/alignment_baselines.md`.
 """
 
 from __future__ import annotations
@@ -118,6 +119,37 @@ def summarize(paths: list, output: str, argv) -> int:
     return 0
 
 
+def baseline_spread(args) -> int:
+    """BLEU-1 and similarity of each random baseline on the alignment's held-out segments, once per seed."""
+    from tokswap.align.pipeline import AlignmentConfig, _prepare_corpus, _segments, evaluate_baselines
+    from tokswap.loading import load_tokenizer
+    from tokswap.offline.corpus import build_corpus
+
+    config = AlignmentConfig()
+    _, held, _ = _prepare_corpus(build_corpus(total_bytes=args.corpus_bytes, seed=0), config)
+    segments = _segments(held, config.eval_segments, config.eval_segment_chars)
+    lines = ["# Alignment benchmark: the random baselines over seeds", "",
+             f"Command: `python bench/bench_alignment.py {' '.join(args.argv)}`", "",
+             f"Each baseline drawn with seeds {', '.join(map(str, args.baseline_seeds))} and scored on the {len(segments)} "
+             "held-out segments the alignment reports use (the corpus and its split at seed 0). Mean ± std over seeds.",
+             "", "| pair | baseline | BLEU-1 | similarity | BLEU-1 per seed |", "|---|---|---|---|---|"]
+    for pair in args.pairs.split(","):
+        source_name, target_name = pair.split(":")
+        source, target = load_tokenizer(source_name), load_tokenizer(target_name)
+        runs = [evaluate_baselines(source, target, segments, seed=seed) for seed in args.baseline_seeds]
+        for kind in runs[0]:
+            bleu = [run[kind]["bleu1"] for run in runs]
+            sim = [run[kind]["semantic_similarity"] for run in runs]
+            lines.append(f"| {source_name} -> {target_name} | {kind} | {statistics.mean(bleu):.4f} ± "
+                         f"{statistics.stdev(bleu):.4f} | {statistics.mean(sim):.4f} ± {statistics.stdev(sim):.4f} | "
+                         + ", ".join(f"{b:.4f}" for b in bleu) + " |")
+        print(lines[-3:], flush=True)
+    text = "\n".join(lines) + "\n"
+    Path(args.output).write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus-bytes", type=int, default=3_000_000)
@@ -134,10 +166,14 @@ def main(argv=None) -> int:
     parser.add_argument("--output", default="bench/results/alignment.md")
     parser.add_argument("--summarize", nargs="+", default=None, metavar="REPORT.md",
                         help="no run: mean ± std over these reports (one per seed), written to --output")
+    parser.add_argument("--baseline-seeds", nargs="+", type=int, default=None, metavar="SEED",
+                        help="no GloVe: score only the random baselines, once per seed, on the held-out segments")
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else argv
     if args.summarize:
         return summarize(args.summarize, args.output, args.argv)
+    if args.baseline_seeds:
+        return baseline_spread(args)
 
     from tokswap.align.pipeline import AlignmentConfig, align_tokenizers
     from tokswap.loading import load_tokenizer

@@ -3,6 +3,7 @@
     python bench/check_published.py            # lists the untraced numbers, exit 1 if there are any
     python bench/check_published.py --cited    # stricter: a paragraph's decimals must be in the files it names
     python bench/check_published.py --one-seed # sentences that publish a measured figure of one seed alone
+    python bench/check_published.py --integers # integers of 3+ digits in prose that no results number rounds to
 
 It also lists results files with no command that made them: a file is covered when it, or a file of the same name
 with another suffix, holds a `python bench/...` command, or when a paragraph of README.md or bench/RESULTS.md names it
@@ -10,7 +11,8 @@ together with one.
 
 A published number with d decimals is traced when some number in a results file (markdown, JSON, JSONL) rounds to
 it at d decimals, as itself or x100 (a fraction published as a percentage). Integers and version-like strings are
-not checked: they are counts, settings and names more often than measurements. A traced number can still be the
+not checked by default: they are counts, settings and names more often than measurements; `--integers` checks the
+ones of three digits or more outside code (years and the settings listed in `INTEGER_SETTINGS` aside). A traced number can still be the
 wrong one; an untraced one has no source at all.
 """
 
@@ -150,7 +152,45 @@ def one_seed(text: str) -> list[str]:
     return out
 
 
+INTEGER = re.compile(r"(?<![\w.,/-])(?:\d{1,3}(?:,\d{3})+|\d{3,})(?!\w)(?![.,]\d)")
+
+# Integers of 3+ digits published that are settings or facts about a model, not measurements: no results file need
+# hold them.
+INTEGER_SETTINGS = {
+    "2,000": "HellaSwag document indices (the task-near text's range)",
+    "800": "training windows of the 200-step runs (200 x 4)",
+    "100,000": "positions the output-row fit reads (its setting)",
+    "151,936": "Qwen2.5-0.5B's output rows (its config)",
+    "50,304": "GPT-NeoX's vocabulary rows (its config)",
+    "1,440": "'about': the 1,437-1,446 positions per kind in results/draft_divergence*.jsonl",
+}
+
+
+def untraced_integers(text: str, values: list[float]) -> list[str]:
+    """Integers of 3+ digits in prose (code spans and blocks blanked, years and `INTEGER_SETTINGS` aside) that no
+    results number rounds to."""
+    blank = lambda m: re.sub(r"[^\n]", " ", m.group())  # noqa: E731 (keeps line numbers)
+    prose = re.sub(r"`[^`\n]*`", blank, re.sub(r"```.*?```", blank, text, flags=re.S))
+    rounded = {round(v) for v in values if abs(v) < 1e18}
+    out = []
+    for match in INTEGER.finditer(prose):
+        literal = match.group()
+        number = int(literal.replace(",", ""))
+        if 2019 <= number <= 2030 or literal in INTEGER_SETTINGS or number in rounded:
+            continue
+        out.append(f"{prose.count(chr(10), 0, match.start()) + 1}: {literal}")
+    return out
+
+
 def main() -> int:
+    if "--integers" in sys.argv[1:]:
+        values, found = result_values(), 0
+        for path in PUBLISHED:
+            for item in untraced_integers(path.read_text(), values):
+                print(f"{path.relative_to(REPO)}:{item}")
+                found += 1
+        print(f"{found} untraced integers", file=sys.stderr)
+        return 1 if found else 0
     if "--one-seed" in sys.argv[1:]:
         found = known = 0
         for path in PUBLISHED:

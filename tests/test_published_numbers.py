@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
         ["bench/check_published.py"],
         ["bench/check_published.py", "--cited"],
         ["bench/check_published.py", "--one-seed"],
+        ["bench/check_published.py", "--integers"],
         ["bench/bench_derived.py", "--check"],
     ],
 )
@@ -90,3 +91,13 @@ def test_report_average_averages_differing_numbers_and_refuses_different_command
     words.write_text(run.format(out="r/w.md", t="3.1", x="7.8").replace("| a |", "| b |"))
     with pytest.raises(ValueError, match="beyond their numbers"):
         module.average_reports([paths[0], words], "python bench/b.py --summarize ...")
+
+
+def test_integer_check_skips_code_years_and_abbreviations_and_flags_the_rest():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_check_published_ints", REPO / "bench" / "check_published.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = "Fitted 24,158 rows in 2,360 s; in 2026, `--steps 999`, 262k, 1.5 and 12,345.\n```\n4444\n```\nthen 5555."
+    assert module.untraced_integers(text, [24158.0, 2360.49]) == ["1: 12,345", "5: 5555"]
