@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target", default="qwen2.5")
     parser.add_argument("--init-method", default="tokalign")
-    parser.add_argument("--output", default="bench/results/surgery_run.md", help="markdown file for the printed results and the command")
+    parser.add_argument("--output", default="bench/results/surgery_run1.md", help="markdown file for the printed results and the command")
     parser.add_argument("--summarize", nargs="+", default=None, metavar="RUN.md",
                         help="average several runs' reports into --output instead of running")
     args = parser.parse_args(argv)

@@ -58,7 +58,6 @@ def average_reports(paths: list, command: str) -> str:
         f"Averaged by `{command}` over {len(paths)} runs of one command "
         f"({', '.join(Path(p).name for p in paths)}): each number that differs between runs is the mean ± the sample "
         "standard deviation over the runs.",
-        "",
     ]
     return "\n".join(averaged[:1] + [""] + header + averaged[1:]) + "\n"
 
