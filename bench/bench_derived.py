@@ -117,6 +117,13 @@ DERIVED = [
     ("-2.45", "({-0.9} + {-4.0}) / 2", [LB], "the default at 200 steps, ARC-Easy paired with the unswapped model: "
      "mean of seeds 2, 3"),
     ("-2.65", "({-2.6} + {-2.7}) / 2", [LB], "the same for PIQA"),
+    ("0.022", "{1.527} - {1.50485}", [JSONL], "200 steps, seed 2: the default minus self-distillation (CE + prediction) at 2e-4"),
+    ("0.028", "{1.52961} - {1.50115}", [JSONL], "200 steps, seed 3: the default minus self-distillation (CE + prediction) at 2e-4"),
+    ("-1.75", "({-1.6} + {-1.9}) / 2", [LB], "self-distillation (CE + prediction) at 2e-4, ARC-Easy, mean of seeds 2, 3"),
+    ("-2.85", "({-2.6} + {-3.1}) / 2", [LB], "the same for PIQA"),
+    ("-2.45", "({-0.9} + {-4.0}) / 2", [LB], "the default at 200 steps, ARC-Easy, mean of seeds 2, 3"),
+    ("-2.65", "({-2.6} + {-2.7}) / 2", [LB], "the same for PIQA"),
+    ("1.75", "{2040.4} / {1165.9}", [JSONL], "training seconds, seed 3: self-distillation (CE + prediction) over the default"),
     ("-3.15", "({-3.7} + {-4.0} + {-0.9} + {-4.0}) / 4", [LB], "the default at 200 steps, ARC-Easy paired with the "
      "unswapped model: mean of seeds 0-3"),
     ("-3.08", "({-3.1} + {-3.9} + {-2.6} + {-2.7}) / 4", [LB], "the same for PIQA"),
