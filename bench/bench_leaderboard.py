@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import importlib.util
 import inspect
 import json
@@ -113,6 +114,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "with its own tokenizer trained by the same recipe (cross-entropy) on the same text windows")
     parser.add_argument("--default-init", default=None,
                         help="init of arms default/ce (default: tokswap.init_methods.DEFAULT_INIT_METHOD or tokalign)")
+    parser.add_argument("--default-recovery", default=None, choices=["ce", "self_distill"],
+                        help="recovery of arm default (default: VocabAdaptationConfig's; its 'auto' is self_distill "
+                             "here, as the bench always gives the original model and raw text)")
     parser.add_argument("--train-seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--train-steps", type=int, default=200, help="total optimizer steps (stage 1 + stage 2)")
     parser.add_argument("--stage1-steps", type=int, default=150)
@@ -666,15 +670,29 @@ def adaptation_call(model, tokenizer, dataset, args, seed: int, recovery: str, t
 
 
 def default_recovery() -> str:
+    """The library's default recovery as this bench runs it: 'auto' self-distills, since the bench always gives
+    the original model and raw text."""
     from tokswap.training import VocabAdaptationConfig
 
-    return getattr(VocabAdaptationConfig, "recovery", "ce")
+    recovery = getattr(VocabAdaptationConfig, "recovery", "ce")
+    return "self_distill" if recovery == "auto" else recovery
+
+
+def arm_recovery(args, arm: str) -> str:
+    return ARMS[arm][1] or args.default_recovery or default_recovery()
+
+
+def default_sd_weights() -> dict:
+    """The library's self-distillation weights, as bench fields ({} when this tokswap has none)."""
+    from tokswap.training import VocabAdaptationConfig
+
+    fields = {f.name: f.default for f in dataclasses.fields(VocabAdaptationConfig)}
+    return {key: fields[RECIPE_FIELDS[key]] for key in SD_WEIGHT_KEYS if RECIPE_FIELDS[key] in fields}
 
 
 def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str, seed: int, after_swap_cache: dict):
     """Swap, score, train with checkpoint scores, score, zero-shot: the fields of one phase 'train' row."""
-    init, recovery = ARMS[arm]
-    init, recovery = init or args.default_init or default_init_method(), recovery or default_recovery()
+    init, recovery = ARMS[arm][0] or args.default_init or default_init_method(), arm_recovery(args, arm)
     target_tok = alignments.tokenizer(args.train_target)
     started = time.perf_counter()
     if init == "none":  # the control: the same recipe and text with no swap
@@ -704,7 +722,7 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
     curve.update(callback.scores)
     curve[args.train_steps] = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
     fields = {"method": init, "recovery": recovery, "train_steps": args.train_steps,
-              "stage1_steps": args.stage1_steps, **recipe_overrides(args), **scored(curve[args.train_steps]),
+              "stage1_steps": args.stage1_steps, **run_recipe(args, recovery), **scored(curve[args.train_steps]),
               "curve": {str(step): scored(scores) for step, scores in sorted(curve.items())},
               "losses": [(entry["step"], entry["loss"]) for entry in
                          result.stage1_log_history + result.stage2_log_history if "loss" in entry],
@@ -841,13 +859,35 @@ def recipe_overrides(source) -> dict:
 
 # learning rates of rows written before rows recorded them (the library's defaults of the time)
 UNRECORDED_LRS = {"stage1_lr": 6.4e-4, "stage2_lr": 5e-5}
+SD_WEIGHT_KEYS = ("sd_ce_weight", "sd_likelihood_weight", "sd_hidden_weight", "sd_prediction_weight")
+# self-distillation weights of rows written before every self-distilling row recorded all four (the defaults of
+# the time); rows written since record them, whatever the defaults become
+UNRECORDED_SD_WEIGHTS = {"sd_ce_weight": 1.0, "sd_likelihood_weight": 1.0, "sd_hidden_weight": 1.0,
+                         "sd_prediction_weight": 0.0}
+
+
+def row_recipe(row: dict) -> dict:
+    """The recipe settings a row ran with, the unrecorded defaults of its time filled in."""
+    unrecorded = {**UNRECORDED_LRS, **(UNRECORDED_SD_WEIGHTS if row.get("recovery") == "self_distill" else {})}
+    return {**unrecorded, **recipe_overrides(row)}
+
+
+def run_recipe(args, recovery: str) -> dict:
+    """The recipe settings this run overrides, plus the library's self-distillation weights when it self-distills
+    (recorded so the row still says what it ran after the defaults change)."""
+    return {**(default_sd_weights() if recovery == "self_distill" else {}), **recipe_overrides(args)}
 
 
 def arm_label(row: dict) -> str:
     """'default (50 = 10 + 40 steps, lr 0.00064 / 0.0001)': steps of each stage, their peak learning rates and any
     other recipe setting the row overrode."""
-    recipe = {**UNRECORDED_LRS, **recipe_overrides(row)}
+    recipe = row_recipe(row)
     extra = f", lr {recipe.pop('stage1_lr'):g} / {recipe.pop('stage2_lr'):g}"
+    if row.get("arm") == "default" and row.get("recovery") != default_recovery():
+        extra += f", {row.get('recovery')} recovery"  # the default of its time
+    if all(key in recipe for key in SD_WEIGHT_KEYS):
+        weights = [recipe.pop(key) for key in SD_WEIGHT_KEYS]
+        extra += ", sd weights ce {:g} / likelihood {:g} / hidden {:g} / prediction {:g}".format(*weights)
     extra += "".join(f", {key} {value}" if value is not True else f", {key.replace('_', ' ')}"
                      for key, value in recipe.items())
     if row.get("task_near_share") is not None:
@@ -939,7 +979,8 @@ def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original)
         and row.get("method") == method and row.get("arm") == arm and row.get("seed") == seed and "error" not in row
         and row.get("merge_original") == merge_original
         and (row["train_steps"], row["stage1_steps"]) == (args.train_steps, args.stage1_steps)
-        and {**UNRECORDED_LRS, **recipe_overrides(row)} == recipe_overrides(args)
+        and row.get("recovery") == arm_recovery(args, arm)
+        and row_recipe(row) == run_recipe(args, arm_recovery(args, arm))
         and row.get("task_near_share") == args.task_near_share
         and bool(row.get("new_word_fit")) == args.fit_new_words
         and row.get("output_row_fit", {}).get("texts") == args.fit_output_rows
@@ -955,16 +996,28 @@ def mean_std(values: list) -> str:
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f} ({len(values)})"
 
 
-def reproducing_command(row: dict) -> str:
-    """The row's command, with the learning rates it ran with when it predates recording them (the library's
-    defaults have changed since, so the bare command would train another arm)."""
-    command = row["command"]
-    if row.get("phase") == "train" and "--train-only" in command:
-        for key, unrecorded in UNRECORDED_LRS.items():
-            flag = "--" + key.replace("_", "-")
-            if flag not in command:
-                command += f" {flag} {row.get(key, unrecorded):g}"
-    return command
+def unrecorded_flags(row: dict) -> dict:
+    """{flag: value} the row ran with but its command does not say, as it predates the library's current defaults
+    (learning rates, the default arm's recovery, the self-distillation weights): the bare command would train
+    another arm."""
+    command, flags = row["command"], {}
+    if row.get("phase") != "train" or "--train-only" not in command:
+        return flags
+    recipe = row_recipe(row)
+    keys = list(UNRECORDED_LRS) + (list(SD_WEIGHT_KEYS) if row.get("recovery") == "self_distill" else [])
+    for key in keys:
+        flags["--" + key.replace("_", "-")] = f"{recipe[key]:g}"
+    if row.get("arm") == "default" and row.get("recovery") != default_recovery():
+        flags["--default-recovery"] = row["recovery"]
+    return {flag: value for flag, value in flags.items() if flag not in shlex.split(command)}
+
+
+def reproducing_commands(rows: list) -> list:
+    """Each distinct command once, with the flags its rows ran with but it does not say (`unrecorded_flags`)."""
+    extra = {}
+    for row in rows:
+        extra.setdefault(row["command"], {}).update(unrecorded_flags(row))
+    return [command + "".join(f" {flag} {value}" for flag, value in flags.items()) for command, flags in extra.items()]
 
 
 def portable(command: str) -> str:
@@ -1105,7 +1158,7 @@ def control_paired_table(rows: list) -> list:
     train = [r for r in rows if r["phase"] == "train" and "error" not in r]
 
     def key(r):  # the same batches and schedule: seed, steps, learning rates, text mixture
-        recipe = {**UNRECORDED_LRS, **recipe_overrides(r)}
+        recipe = row_recipe(r)
         return (r["seed"], r["train_steps"], r["stage1_steps"], recipe["stage1_lr"], recipe["stage2_lr"],
                 r.get("task_near_share"))
 
@@ -1179,7 +1232,7 @@ def render_markdown(rows: list) -> str:
         errors = error_lines(group)
         if errors:
             out += ["### Errors", ""] + errors + [""]
-    out += ["## Commands", ""] + [f"    {portable(c)}" for c in dict.fromkeys(reproducing_command(r) for r in rows)] + [""]
+    out += ["## Commands", ""] + [f"    {portable(c)}" for c in reproducing_commands(rows)] + [""]
     return "\n".join(out)
 
 

@@ -101,3 +101,50 @@ def test_integer_check_skips_code_years_and_abbreviations_and_flags_the_rest():
     spec.loader.exec_module(module)
     text = "Fitted 24,158 rows in 2,360 s; in 2026, `--steps 999`, 262k, 1.5 and 12,345.\n```\n4444\n```\nthen 5555."
     assert module.untraced_integers(text, [24158.0, 2360.49]) == ["1: 12,345", "5: 5555"]
+
+
+def test_leaderboard_rows_keep_the_recipe_they_ran_after_the_defaults_change():
+    """Rows written before the default recovery became self-distillation (and before self-distilling rows recorded
+    their weights) keep their label and get a command that re-runs what they ran, not today's default."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_bench_leaderboard", REPO / "bench" / "bench_leaderboard.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    base = "python bench/bench_leaderboard.py --train-only --stage1-lr 0.00064 --stage2-lr 0.0001"
+    old_default = {
+        "phase": "train",
+        "arm": "default",
+        "recovery": "ce",
+        "command": base + " --arms default",
+        "train_steps": 200,
+        "stage1_steps": 40,
+        "stage1_lr": 6.4e-4,
+        "stage2_lr": 1e-4,
+    }
+    old_sd = {
+        **old_default,
+        "arm": "self_distill",
+        "recovery": "self_distill",
+        "command": base + " --arms self_distill",
+    }
+    assert module.default_recovery() == "self_distill"  # the library's "auto", as the bench runs it
+    assert "ce recovery" in module.arm_label(old_default)
+    assert "sd weights ce 1 / likelihood 1 / hidden 1 / prediction 0" in module.arm_label(old_sd)
+    assert module.unrecorded_flags(old_default) == {"--default-recovery": "ce"}
+    assert module.unrecorded_flags(old_sd) == {
+        "--sd-ce-weight": "1",
+        "--sd-likelihood-weight": "1",
+        "--sd-hidden-weight": "1",
+        "--sd-prediction-weight": "0",
+    }
+    args = module.parse_args(["--train-only", "--stage1-lr", "0.00064", "--stage2-lr", "0.0001"])
+    new_sd = {**old_sd, **module.run_recipe(args, "self_distill")}  # a row written today records the weights
+    assert module.unrecorded_flags(new_sd) == {
+        "--sd-ce-weight": "1",
+        "--sd-likelihood-weight": "0",
+        "--sd-hidden-weight": "0",
+        "--sd-prediction-weight": "1",
+    }
+    assert module.row_recipe(new_sd)["sd_prediction_weight"] == 1.0
+    assert module.row_recipe(old_sd) != module.run_recipe(args, "self_distill")  # the old row is not today's arm

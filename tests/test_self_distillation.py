@@ -344,7 +344,7 @@ def test_config_validation(tmp_path):
     with pytest.raises(SelfDistillationError):
         SelfDistillationConfig(output_dir=str(tmp_path), likelihood_loss="mse")
     with pytest.raises(SelfDistillationError):
-        SelfDistillationConfig(output_dir=str(tmp_path), ce_weight=0, likelihood_weight=0, hidden_weight=0)
+        SelfDistillationConfig(output_dir=str(tmp_path), ce_weight=0, prediction_weight=0)
     config = SelfDistillationConfig(output_dir=str(tmp_path))
     assert config.dataset_kwargs["skip_prepare_dataset"] and config.remove_unused_columns is False
 
@@ -427,6 +427,7 @@ def test_trainer_trains_student_not_teacher_and_logs_parts(student_tokenizer, te
     trainer.train()
     logged = [e for e in trainer.state.log_history if "hidden_loss" in e]
     assert logged and all(math.isfinite(e["chunk_likelihood_loss"]) and e["ce_loss"] > 0 for e in logged)
+    assert all(e["prediction_loss"] >= 0 for e in logged)  # on by default
     assert not torch.equal(before, student.model.embed_tokens.weight)
     assert all(torch.equal(v, teacher.state_dict()[k]) for k, v in before_teacher.items())
 

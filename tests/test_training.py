@@ -426,6 +426,36 @@ def test_pretokenized_dataset(fresh_tokenizer, tmp_path):
     assert changed_parameters(result.model, before) == embedding_names(result.model)
 
 
+def test_default_recovery_self_distills_from_the_original_on_text_only(fresh_tokenizer, text_dataset, tmp_path):
+    """recovery='auto' (the default): self-distillation when the original model, its tokenizer and raw text are
+    given; plain cross-entropy on pre-tokenized data or without the original's tokenizer."""
+    assert VocabAdaptationConfig().recovery == "auto"
+    original = make_model("gpt-neox")
+    config = tiny_config(tmp_path, stage1_max_steps=1)
+    result = adapt_vocabulary(
+        make_model("gpt-neox"),
+        fresh_tokenizer,
+        text_dataset,
+        config,
+        teacher_model=original,
+        teacher_tokenizer=copy.deepcopy(fresh_tokenizer),
+    )
+    logged = [entry for entry in result.stage1_log_history if "loss" in entry]
+    assert logged and all("prediction_loss" in entry and "ce_loss" in entry for entry in logged)
+    ids = Dataset.from_dict({"input_ids": [fresh_tokenizer(text)["input_ids"] for text in TEXTS]})
+    for dataset, tokenizer in ((ids, copy.deepcopy(fresh_tokenizer)), (text_dataset, None)):
+        result = adapt_vocabulary(
+            make_model("gpt-neox"),
+            fresh_tokenizer,
+            dataset,
+            tiny_config(tmp_path / "ce", stage1_max_steps=1),
+            teacher_model=original,
+            teacher_tokenizer=tokenizer,
+        )
+        logged = [entry for entry in result.stage1_log_history if "loss" in entry]
+        assert logged and not any("ce_loss" in entry for entry in logged)
+
+
 def test_bad_dataset_is_refused(fresh_tokenizer, tmp_path):
     with pytest.raises(TrainingError, match="'text' column"):
         adapt_vocabulary(

@@ -10,7 +10,7 @@ both end a token at the same byte, both models have read the same text, and the 
   `"abs"` the absolute difference of log-likelihoods), weight `likelihood_weight`;
 - be in the teacher's hidden state at each shared boundary (mean squared difference of the final
   hidden states, or of every layer's), weight `hidden_weight`;
-- predict what comes next as the teacher does, weight `prediction_weight` (0 by default): at each shared boundary,
+- predict what comes next as the teacher does, weight `prediction_weight`: at each shared boundary,
   KL(teacher || student) of the two next-token distributions grouped by the piece the next text starts with
   (`tokswap.align.leading_pieces`: " dries" and " d" in one group, " whipping" and " wh" in another); inside a
   teacher token the student spells in several pieces (after " d" of " dries"), KL of the student's next piece
@@ -76,27 +76,28 @@ class SelfDistillationConfig(SFTConfig):
 
     Parameters:
         ce_weight (`float`, defaults to `1.0`): weight of the cross-entropy on the student's own tokens.
-        likelihood_weight (`float`, defaults to `1.0`): weight of matching the teacher's likelihood of each chunk.
-        hidden_weight (`float`, defaults to `1.0`): weight of matching the teacher's hidden states at shared
+        likelihood_weight (`float`, defaults to `0.0`): weight of matching the teacher's likelihood of each chunk.
+        hidden_weight (`float`, defaults to `0.0`): weight of matching the teacher's hidden states at shared
             boundaries.
         likelihood_loss (`str`, defaults to `"binary_kl"`): `"binary_kl"` or `"abs"`.
         hidden_layers (`str`, defaults to `"last"`): `"last"` (the final, normed hidden state) or `"all"`
             (every layer's output, averaged).
-        prediction_weight (`float`, defaults to `0.0`): weight of matching the teacher's next-token distribution at
-            shared boundaries, grouped by leading piece.
+        prediction_weight (`float`, defaults to `1.0`): weight of matching the teacher's next-token distribution at
+            shared boundaries, grouped by leading piece. The defaults (cross-entropy + prediction) are the
+            combination measured best in bench/results/leaderboard.md.
         teacher_max_length (`int`, *optional*): teacher tokens per window (default `2 * max_length`).
         chunk_size (`int`, defaults to `256`): positions whose logits are computed at once.
     """
 
     ce_weight: float = field(default=1.0, metadata={"help": "Weight of the cross-entropy on the student's tokens."})
     likelihood_weight: float = field(
-        default=1.0, metadata={"help": "Weight of matching the teacher's likelihood of each aligned chunk of text."}
+        default=0.0, metadata={"help": "Weight of matching the teacher's likelihood of each aligned chunk of text."}
     )
     hidden_weight: float = field(
-        default=1.0, metadata={"help": "Weight of matching the teacher's hidden states at shared token boundaries."}
+        default=0.0, metadata={"help": "Weight of matching the teacher's hidden states at shared token boundaries."}
     )
     prediction_weight: float = field(
-        default=0.0,
+        default=1.0,
         metadata={
             "help": "Weight of matching the teacher's next-token distribution at shared boundaries, both grouped by "
             "the piece the next text starts with (tokswap.align.leading_pieces)."

@@ -332,10 +332,11 @@ class TokenizerSwapper:
     def train(self, dataset, config=None, **kwargs):
         """Train the swapped model back to health (`tokswap.training.adapt_vocabulary`); returns its result.
 
-        With `VocabAdaptationConfig(recovery="self_distill")` (or `"auto"`) the model before the swap, reloaded from
+        By default (`VocabAdaptationConfig(recovery="auto")`) the model before the swap, reloaded from
         `source_model` with its own tokenizer, is the teacher: the swapped model learns to match it on the same text
         (self-distillation across the swap, `tokswap.self_distillation`). Pass `teacher_model=` /
-        `teacher_tokenizer=` to give it yourself. The default is plain cross-entropy (`recovery="ce"`). With
+        `teacher_tokenizer=` to give it yourself, or `recovery="ce"` for plain cross-entropy (faster: self-distillation
+        costs 1.75x its training time). With
         `merge_original_weight` the same original model is what the decoder is moved back toward after training.
         """
         from tokswap.training import VocabAdaptationConfig, adapt_vocabulary

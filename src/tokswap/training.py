@@ -125,6 +125,10 @@ class VocabAdaptationConfig:
         stage2_learning_rate (`float`, defaults to `2e-4`): Peak learning rate of stage 2 (whole model or LoRA).
         stage2 (`str`, defaults to `"full"`): `"full"` trains every parameter, `"lora"` trains LoRA adapters on
             the body plus the full embeddings, `"none"` skips stage 2.
+        recovery (`str`, defaults to `"auto"`): what both stages train on. With the model before the swap as
+            `teacher_model` (`TokenizerSwapper.train` passes it) and raw text, self-distillation from it: the
+            swapped model's cross-entropy plus matching the original's next-token distribution at shared byte
+            boundaries. Otherwise plain cross-entropy (`"ce"` forces it).
     """
 
     output_dir: str = field(
@@ -208,12 +212,13 @@ class VocabAdaptationConfig:
     )
     # Recovery objective
     recovery: str = field(
-        default="ce",
+        default="auto",
         metadata={
-            "help": "'ce': plain next-token cross-entropy (default: self-distillation tied with it in "
-            "bench/results/self_distill.md at 1.2-1.9x the cost); 'self_distill': the model before the swap "
-            "teaches the swapped one on the same text (tokswap.self_distillation); 'auto': self_distill when "
-            "the original model is given as teacher, else ce."
+            "help": "'auto' (default): self_distill when the original model is given as teacher (TokenizerSwapper."
+            "train gives it) and the data is raw text, else ce; 'self_distill': the model before the swap teaches "
+            "the swapped one on the same text (tokswap.self_distillation; the best bits per byte after 200 steps "
+            "in bench/results/leaderboard.md, at 1.75x the training time of ce); 'ce': plain next-token "
+            "cross-entropy."
         },
     )
     merge_original_weight: float = field(
@@ -228,16 +233,16 @@ class VocabAdaptationConfig:
         default=1.0, metadata={"help": "Self-distillation: weight of the cross-entropy on the new tokens."}
     )
     self_distill_likelihood_weight: float = field(
-        default=1.0, metadata={"help": "Self-distillation: weight of matching the original model's chunk likelihoods."}
+        default=0.0, metadata={"help": "Self-distillation: weight of matching the original model's chunk likelihoods."}
     )
     self_distill_hidden_weight: float = field(
-        default=1.0, metadata={"help": "Self-distillation: weight of matching its hidden states at shared boundaries."}
+        default=0.0, metadata={"help": "Self-distillation: weight of matching its hidden states at shared boundaries."}
     )
     self_distill_prediction_weight: float = field(
-        default=0.0,
+        default=1.0,
         metadata={
             "help": "Self-distillation: weight of matching the original model's next-token distribution at shared "
-            "boundaries, grouped by leading piece (0: off)."
+            "boundaries, grouped by leading piece (0: off; with the cross-entropy, the measured best)."
         },
     )
     self_distill_likelihood_loss: str = field(
@@ -563,7 +568,7 @@ def adapt_vocabulary(
     check_finite(model, "the model to train", allow_nonfinite)
     callbacks = with_non_finite_check(callbacks)
     align_special_token_ids(model, tokenizer)
-    teacher = _recovery_teacher(config, teacher_model, teacher_tokenizer)
+    teacher = _recovery_teacher(config, teacher_model, teacher_tokenizer, train_dataset)
     _check_merge_original(config, teacher_model)
     if teacher is not None:  # both tokenizations are built once and shared by the two stages
         train_dataset = _self_distillation_data(train_dataset, tokenizer, teacher, config)
@@ -669,9 +674,15 @@ def _stage2(model, tokenizer, data, config, resume2, callbacks, teacher, result:
     return model
 
 
-def _recovery_teacher(config: VocabAdaptationConfig, teacher_model, teacher_tokenizer):
+def _recovery_teacher(config: VocabAdaptationConfig, teacher_model, teacher_tokenizer, dataset):
     """(teacher model, teacher tokenizer) when the run self-distills, else None."""
-    if config.recovery == "ce" or (config.recovery == "auto" and teacher_model is None):
+    if config.recovery == "ce" or (config.recovery == "auto" and (teacher_model is None or teacher_tokenizer is None)):
+        return None
+    if config.recovery == "auto" and config.dataset_text_field not in (getattr(dataset, "column_names", None) or []):
+        # self-distillation tokenizes raw text with both tokenizers; pre-tokenized data can only train by CE
+        logger.info(
+            "recovery='auto': the dataset has no %r column, so training is plain CE.", config.dataset_text_field
+        )
         return None
     if teacher_model is None or teacher_tokenizer is None:
         raise TrainingError(

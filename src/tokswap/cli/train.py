@@ -24,7 +24,7 @@ from tokswap.utils.cli import examples_formatter
 
 TRAIN_EXAMPLES = """examples:
   tokswap train smollm2-qwen --dataset corpus.jsonl --output smollm2-qwen-trained --stage1-steps 500 --stage2-steps 500
-  tokswap train smollm2-qwen --dataset corpus.txt --output run --stage2 lora --lora-r 16 --recovery self_distill
+  tokswap train smollm2-qwen --dataset corpus.txt --output run --stage2 lora --lora-r 16 --recovery ce
   torchrun --nproc_per_node 2 -m tokswap.cli train smollm2-qwen --dataset corpus.jsonl --output run
   accelerate launch --config_file templates/accelerate/multi_gpu.yaml -m tokswap.cli train smollm2-qwen \\
       --dataset corpus.jsonl --output run
@@ -144,9 +144,9 @@ def _add_recovery_arguments(parser, defaults) -> None:
         "--recovery",
         choices=RECOVERY_MODES,
         default=defaults.recovery,
-        help="ce (default): plain cross-entropy; self_distill: the model before the swap teaches the "
-        "swapped one; auto: self_distill when the original model is known (--teacher, or the source "
-        "model recorded in MODEL_DIR/tokswap_config.json)",
+        help="auto (default): self_distill when the original model is known (--teacher, or the source model "
+        "recorded in MODEL_DIR/tokswap_config.json), else ce; self_distill: the model before the swap teaches "
+        "the swapped one; ce: plain cross-entropy (faster)",
     )
     parser.add_argument(
         "--teacher",
