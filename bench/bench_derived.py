@@ -129,6 +129,9 @@ DERIVED = [
     ("0.026", "(({1.5086} - {1.47923}) + ({1.53503} - {1.51085}) + ({1.527} - {1.50485}) + ({1.52961} - {1.50115})) / 4",
      [JSONL], "200 steps: cross-entropy minus self-distillation, mean over seeds 0-3"),
     ("34.4", "{63.0} - {28.6}", [LB], "200 steps: gap closed, self-distillation (the default) minus the paper's split"),
+    ("20.9", "{35.9} - {15.0}", [LB], "50 steps: gap closed, self-distillation (the default) minus the paper's split"),
+    ("0.010", "{1.67881} - {1.6691}", [JSONL], "50 steps, seed 2: cross-entropy minus self-distillation"),
+    ("0.009", "{1.67011} - {1.66087}", [JSONL], "50 steps, seed 3: cross-entropy minus self-distillation"),
     ("1.74", "{1982.2} / {1139.6}", [JSONL], "training seconds, seed 1: self-distillation over cross-entropy"),
     ("-3.2", "({-4.2} + {-5.1} + {-1.6} + {-1.9}) / 4", [LB], "self-distillation (the default) at 200 steps, ARC-Easy "
      "paired with the unswapped model: mean of seeds 0-3"),
