@@ -118,3 +118,21 @@ def test_a_missing_local_path_is_one_line_and_debug_shows_the_traceback(tmp_path
     with pytest.raises(MissingPathError):
         cli.main(["eval", missing])
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.usefixtures("hub")
+@pytest.mark.parametrize(
+    "argv, what",
+    [
+        (["align", "smollm2", "nobody/no-such-tokenizer"], "a tokenizer from 'nobody/no-such-tokenizer'"),
+        (["swap", "nobody/no-such-model", "qwen2.5"], "a model from 'nobody/no-such-model'"),
+    ],
+)
+def test_a_hub_id_that_loads_nothing_is_one_line(argv, what, tmp_path, capsys):
+    """A name that is no folder or asset goes to the Hub; when nothing is there, one line, exit code 2."""
+    out = tmp_path / "out"
+    assert cli.main([*argv, "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tokswap {argv[0]}: error: Could not load {what}")
+    assert "tokswap assets list" in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not out.exists()

@@ -71,3 +71,11 @@ def test_a_name_that_is_both_kinds_loads_the_tokenizer_asset_as_a_tokenizer():
     assert resolve("smollm2", prefer="tokenizer").path == str(assets.tokenizer_path("smollm2"))
     assert resolve("smollm2").path == str(assets.model_path("smollm2"))
     assert load_tokenizer("smollm2").name_or_path == str(assets.tokenizer_path("smollm2"))
+
+
+@pytest.mark.usefixtures("hub")
+def test_a_hub_id_that_loads_nothing_is_a_loading_error_and_still_an_oserror():
+    for load, what in ((load_model, "a model"), (load_tokenizer, "a tokenizer")):
+        with pytest.raises(LoadingError, match=f"Could not load {what} from 'nobody/nothing-here'") as caught:
+            load("nobody/nothing-here")
+        assert isinstance(caught.value, OSError)  # callers that catch from_pretrained's OSError still do

@@ -21,8 +21,20 @@ from tokswap.utils import check_local_path
 TOKENIZER_KWARGS = ("revision", "token", "trust_remote_code", "cache_dir", "gguf_file")
 
 
-class LoadingError(TokswapError):
-    """Raised when a name resolves to nothing a model or tokenizer can be loaded from."""
+class LoadingError(TokswapError, OSError):
+    """Raised when a name resolves to nothing a model or tokenizer can be loaded from.
+
+    Also an `OSError`, the error `from_pretrained` raises for the same cause, so callers that catch that keep working.
+    """
+
+
+def _not_loadable(what: str, name: str, err: Exception) -> LoadingError:
+    """One line for a name `from_pretrained` could not load: the cause, then the fix."""
+    cause = " ".join(str(err).split())
+    return LoadingError(
+        f"Could not load {what} from '{name}' ({cause}). Pass an existing folder, a reachable Hub id, or a "
+        "tokswap asset name (see `tokswap assets list`)."
+    )
 
 
 @dataclass(frozen=True)
@@ -102,6 +114,9 @@ def load_tokenizer(name_or_path, **kwargs):
         name_or_path: what to load, or an already loaded tokenizer.
         **kwargs: `revision`, `token`, `trust_remote_code`, `cache_dir` (others are ignored, so a model
             load's keyword arguments can be passed as they are).
+
+    Raises:
+        LoadingError: nothing loads from that name (a missing folder, or a Hub id that is not there).
     """
     if not isinstance(name_or_path, (str, os.PathLike)):
         return name_or_path
@@ -112,7 +127,10 @@ def load_tokenizer(name_or_path, **kwargs):
         return PreTrainedTokenizerFast(tokenizer_file=name)
     location = resolve(name, "The tokenizer", prefer="tokenizer")
     allowed = {k: v for k, v in kwargs.items() if k in TOKENIZER_KWARGS}
-    return AutoTokenizer.from_pretrained(location.path, **{**allowed, **location.kwargs})
+    try:
+        return AutoTokenizer.from_pretrained(location.path, **{**allowed, **location.kwargs})
+    except OSError as err:  # not found locally, on the Hub or in its cache
+        raise _not_loadable("a tokenizer", name, err) from err
 
 
 def load_model(name_or_path, **model_kwargs):
@@ -122,6 +140,9 @@ def load_model(name_or_path, **model_kwargs):
         name_or_path: what to load; a loaded model is passed through.
         **model_kwargs: passed to `from_pretrained` (`dtype`, `revision`, `token`, ...);
             `trust_remote_code` defaults to False.
+
+    Raises:
+        LoadingError: nothing loads from that name (a missing folder, or a Hub id that is not there).
     """
     if not isinstance(name_or_path, (str, os.PathLike)):
         return name_or_path
@@ -130,7 +151,10 @@ def load_model(name_or_path, **model_kwargs):
     location = resolve(name_or_path)
     kwargs = {**location.kwargs, **model_kwargs}
     kwargs.setdefault("trust_remote_code", False)
-    return AutoModelForCausalLM.from_pretrained(location.path, **kwargs)
+    try:
+        return AutoModelForCausalLM.from_pretrained(location.path, **kwargs)
+    except OSError as err:  # not found locally, on the Hub or in its cache
+        raise _not_loadable("a model", os.fspath(name_or_path), err) from err
 
 
 def load_model_and_tokenizer(name_or_path, tokenizer=None, **model_kwargs):

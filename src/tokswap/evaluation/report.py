@@ -326,18 +326,8 @@ def load_model_and_tokenizer(
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}.get(dtype)
     if torch_dtype is None:
         raise EvaluationError(f"Unknown dtype {dtype!r}; use float32, bfloat16 or float16.")
-    try:
-        lm = load_model(model, dtype=torch_dtype)
-    except OSError as err:
-        raise EvaluationError(
-            f"Could not load a model from {model!r} ({err}). Pass a model folder, a reachable Hub id, or a "
-            "tokswap asset name (see `tokswap assets list`)."
-        ) from err
-    tok_source = tokenizer or model
-    try:
-        tok = load_tokenizer(tok_source)
-    except OSError as err:
-        raise EvaluationError(f"Could not load a tokenizer from {tok_source!r} ({err}).") from err
+    lm = load_model(model, dtype=torch_dtype)  # a name nothing loads from is a LoadingError: one line, the fix
+    tok = load_tokenizer(tokenizer or model)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     lm.to(device)
     lm.eval()
