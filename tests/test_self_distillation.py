@@ -25,6 +25,7 @@ from tokswap.self_distillation import (  # noqa: E402
     build_self_distillation_dataset,
     collate_self_distillation,
     group_logprobs,
+    self_distill,
     self_distillation_loss,
 )
 
@@ -430,6 +431,30 @@ def test_trainer_trains_student_not_teacher_and_logs_parts(student_tokenizer, te
     assert all(e["prediction_loss"] >= 0 for e in logged)  # on by default
     assert not torch.equal(before, student.model.embed_tokens.weight)
     assert all(torch.equal(v, teacher.state_dict()[k]) for k, v in before_teacher.items())
+
+
+def test_self_distill_trains_checkpoints_and_resumes(student_tokenizer, teacher_tokenizer, tmp_path):
+    """`self_distill()`: 2 steps with a checkpoint, then `resume_from_checkpoint=True` continues to step 3."""
+    student = llama(len(student_tokenizer), dtype=torch.float32, tied=True)
+    teacher = llama(len(teacher_tokenizer), seed=1, dtype=torch.float32)
+    data = Dataset.from_dict({"text": TEXTS})
+    rows = student.get_input_embeddings().weight.shape[0]
+    config = _config(tmp_path, "run", max_steps=2, save_strategy="steps", save_steps=2)
+    trainer = self_distill(student, copy.deepcopy(student_tokenizer), teacher, teacher_tokenizer, data, config)
+    assert trainer.state.global_step == 2 and (tmp_path / "run" / "checkpoint-2").is_dir()
+    resumed = _config(tmp_path, "run", max_steps=3, resume_from_checkpoint=True)
+    trainer = self_distill(student, copy.deepcopy(student_tokenizer), teacher, teacher_tokenizer, data, resumed)
+    assert trainer.state.global_step == 3
+    assert student.get_input_embeddings().weight.shape[0] == rows  # the vocabulary is never shrunk
+    with pytest.raises(SelfDistillationError, match="nothing to resume"):
+        self_distill(
+            student,
+            student_tokenizer,
+            teacher,
+            teacher_tokenizer,
+            data,
+            _config(tmp_path, "elsewhere", resume_from_checkpoint=True),
+        )
 
 
 def test_text_column_is_required(student_tokenizer, teacher_tokenizer):

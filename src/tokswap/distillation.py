@@ -46,8 +46,7 @@ from tokswap.trainer_utils import (
     bf16_supported,
     check_finite,
     launched_on_cpus,
-    never_shrink_vocabulary,
-    resolve_resume_checkpoint,
+    train_single_stage,
     with_non_finite_check,
 )
 from tokswap.utils import check_local_path, get_logger
@@ -582,13 +581,7 @@ def distill(
         callbacks=callbacks,
         allow_nonfinite=allow_nonfinite,
     )
-    with never_shrink_vocabulary(trainer.accelerator.unwrap_model(trainer.model)):
-        trainer.train(
-            resume_from_checkpoint=resolve_resume_checkpoint(
-                config.resume_from_checkpoint, config.output_dir, DistillationError
-            )
-        )
-    return trainer
+    return train_single_stage(trainer, DistillationError)
 
 
 # --------------------------------------------------------------------------------------------------

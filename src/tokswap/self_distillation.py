@@ -819,7 +819,7 @@ def self_distill(
     callbacks=None,
 ) -> SelfDistillationTrainer:
     """Train `student` (a swapped model) to match `teacher` (the model before the swap); returns the trainer."""
-    from tokswap.trainer_utils import never_shrink_vocabulary, resolve_resume_checkpoint
+    from tokswap.trainer_utils import train_single_stage
 
     config = config or SelfDistillationConfig(output_dir="tokswap-self-distilled")
     trainer = SelfDistillationTrainer(
@@ -832,13 +832,7 @@ def self_distill(
         teacher_tokenizer=teacher_tokenizer,
         callbacks=callbacks,
     )
-    with never_shrink_vocabulary(trainer.accelerator.unwrap_model(trainer.model)):
-        trainer.train(
-            resume_from_checkpoint=resolve_resume_checkpoint(
-                config.resume_from_checkpoint, config.output_dir, SelfDistillationError
-            )
-        )
-    return trainer
+    return train_single_stage(trainer, SelfDistillationError)
 
 
 __all__ = [

@@ -347,6 +347,20 @@ def resolve_resume_checkpoint(resume, output_dir, error=None) -> Optional[str]:
     return str(_checked_checkpoint(resume, error))
 
 
+def train_single_stage(trainer, error=None):
+    """`trainer.train()` for a one-stage run (`distill`, `self_distill`): resumed where `trainer.args` asks, with the
+    (padded) vocabulary never shrunk. Returns the trainer.
+
+    Raises:
+        `error`: `resume_from_checkpoint` names nothing to resume from (see `resolve_resume_checkpoint`).
+    """
+    args = trainer.args
+    checkpoint = resolve_resume_checkpoint(args.resume_from_checkpoint, args.output_dir, error)
+    with never_shrink_vocabulary(trainer.accelerator.unwrap_model(trainer.model)):
+        trainer.train(resume_from_checkpoint=checkpoint)
+    return trainer
+
+
 def load_training_dataset(path: Union[str, os.PathLike], split: str = "train"):
     """Load a training set from a `.txt` file (one document per blank-line-separated paragraph, or per line when
     the file has no blank line; documents over 1 MB cut at line breaks or spaces), a `.jsonl` /
