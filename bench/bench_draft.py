@@ -479,8 +479,43 @@ def summarize(paths: list, command: str) -> str:
             bests = [max(r[kind]["speedup"] for (a, _), r in run.items() if a == arm) for run in by_run]
             cells += [" / ".join(f"{x:.2f}x" for x in bests), f"{statistics.mean(bests):.2f}x"]
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    lines += cost_summary_lines([rows[0].get("forward_costs") or {} for rows in runs])
     lines += ["", "Command:", "", f"    {command}"]
     return "\n".join(lines) + "\n"
+
+
+def cost_summary_lines(costs: list) -> list:
+    """Forward costs (median of 24 cached forwards at batch 1, per run) across runs: per run, mean ± std."""
+    def cell(values, digits):
+        values = [v for v in values if v is not None]
+        if not values:
+            return None
+        spread = f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else ""
+        return " / ".join(f"{v:g}" for v in values), f"{statistics.mean(values):.{digits}f}{spread}"
+
+    def dig(c, *keys):
+        for key in keys:
+            c = c.get(key) if isinstance(c, dict) else None
+        return c
+
+    quantities = [("big model, one token (ms)", ("big_ms",)), ("original SmolLM2-135M (ms)", ("small_original_ms",)),
+                  ("swapped draft, full head (ms)", ("swapped_draft_ms",)),
+                  ("swapped draft / big model", ("draft_to_big_ratio",))]
+    for k in sorted({k for c in costs for k in (c.get("frequency_ranked") or {})}, key=int):
+        quantities += [(f"swapped draft, {k}-token head (ms)", ("frequency_ranked", k, "draft_ms")),
+                       (f"swapped draft, {k}-token head / big model", ("frequency_ranked", k, "draft_to_big_ratio"))]
+    for n in sorted({n for c in costs for n in (c.get("verify_to_one_token") or {})}, key=int):
+        quantities.append((f"big model over {n} tokens / one token", ("verify_to_one_token", n)))
+    for n in sorted({n for c in costs for n in (dig(c, "without_small_batch_matmul", "verify_to_one_token") or {})},
+                    key=int):
+        quantities.append((f"big model over {n} tokens / one token, without small_batch_matmul",
+                           ("without_small_batch_matmul", "verify_to_one_token", n)))
+    rows = [(label, cell([dig(c, *keys) for c in costs], 1 if "(ms)" in label else 3)) for label, keys in quantities]
+    if not any(values for _, values in rows):
+        return []
+    lines = ["", "Forward costs (each run's median of 24 cached forwards at batch 1; per run, then mean ± std):", "",
+             "| quantity | per run | mean |", "|---|---|---:|"]
+    return lines + [f"| {label} | {values[0]} | {values[1]} |" for label, values in rows if values]
 
 
 def verification_lines(rows: list, costs: dict) -> list:

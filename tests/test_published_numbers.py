@@ -148,3 +148,37 @@ def test_leaderboard_rows_keep_the_recipe_they_ran_after_the_defaults_change():
     }
     assert module.row_recipe(new_sd)["sd_prediction_weight"] == 1.0
     assert module.row_recipe(old_sd) != module.run_recipe(args, "self_distill")  # the old row is not today's arm
+
+
+def test_draft_summary_gives_forward_costs_per_run_with_mean_and_std():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_bench_draft", REPO / "bench" / "bench_draft.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    costs = [
+        {
+            "big_ms": 100.0,
+            "swapped_draft_ms": 50.0,
+            "draft_to_big_ratio": 0.5,
+            "verify_to_one_token": {"2": 0.8},
+            "frequency_ranked": {"16384": {"draft_ms": 30.0, "draft_to_big_ratio": 0.3}},
+            "without_small_batch_matmul": {"verify_to_one_token": {"2": 2.0}},
+        },
+        {
+            "big_ms": 110.0,
+            "swapped_draft_ms": 54.0,
+            "draft_to_big_ratio": 0.49,
+            "verify_to_one_token": {"2": 0.9},
+            "frequency_ranked": {"16384": {"draft_ms": 32.0, "draft_to_big_ratio": 0.29}},
+            "without_small_batch_matmul": {"verify_to_one_token": {"2": 2.2}},
+        },
+    ]
+    lines = module.cost_summary_lines(costs)
+    assert "| big model, one token (ms) | 100 / 110 | 105.0 ± 7.1 |" in lines
+    assert "| swapped draft / big model | 0.5 / 0.49 | 0.495 ± 0.007 |" in lines
+    assert "| swapped draft, 16384-token head (ms) | 30 / 32 | 31.0 ± 1.4 |" in lines
+    assert "| big model over 2 tokens / one token | 0.8 / 0.9 | 0.850 ± 0.071 |" in lines
+    assert "| big model over 2 tokens / one token, without small_batch_matmul | 2 / 2.2 | 2.100 ± 0.141 |" in lines
+    assert not any("original SmolLM2" in line for line in lines)  # a quantity no run measured is left out
+    assert module.cost_summary_lines([{}, {}]) == []  # agreement-only runs time nothing
