@@ -5,11 +5,20 @@ command of its own), the `python bench/X.py` commands it carries name its script
 has a commit newer than the file's last commit. A listed file is not necessarily wrong (the change may touch only how
 tables are drawn), but its numbers were not made by today's script: re-run it, or say why the change leaves them.
 
-    python bench/check_stale.py            # list them, exit 1 when any
+A re-run that writes the file byte for byte as it was leaves git nothing to commit, so the file would stay listed.
+`--record FILE ...` notes in bench/results_reruns.json the file's sha256 and the commit of each script it names; the
+file counts as current while both still match. A script commit that changes no measured number (a new summary table,
+a renamed flag) is named, with why, under "unaffected_commits" in the same file, and is not counted.
+
+    python bench/check_stale.py                            # list them, exit 1 when any
+    python bench/check_stale.py --record bench/results/X.md  # after a re-run that changed nothing in X.md
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -17,19 +26,89 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
+RERUNS = REPO / "bench" / "results_reruns.json"
 SCRIPT = re.compile(r"python3? (bench/[\w/]+\.py)")
 
 
 def last_commit_time(path: Path) -> int:
-    out = subprocess.run(["git", "log", "-1", "--format=%ct", "--", str(path.relative_to(REPO))], cwd=REPO,
-                         capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        ["git", "log", "-1", "--format=%ct", "--", str(path.relative_to(REPO))],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     return int(out) if out else 0
 
 
-def commits_since(path: str, since: int) -> list[str]:
-    out = subprocess.run(["git", "log", f"--since={since + 1}", "--format=%h %s", "--", path], cwd=REPO,
-                         capture_output=True, text=True, check=True).stdout
-    return [line for line in out.splitlines() if line]
+def commits_since(path: str, since: int, unaffected=()) -> list[str]:
+    """The script's commits after `since` ("short-hash subject"), leaving out those named as changing no number."""
+    out = subprocess.run(
+        ["git", "log", f"--since={since + 1}", "--format=%H %s", "--", path],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    commits = [line.split(" ", 1) for line in out.splitlines() if line]
+    return [f"{full[:7]} {subject}" for full, subject in commits if not any(full.startswith(u) for u in unaffected)]
+
+
+def last_commit(path: str) -> str:
+    return subprocess.run(
+        ["git", "log", "-1", "--format=%H", "--", path], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def ledger() -> dict:
+    """{"reruns": {file: {"sha256", "scripts": {script: commit}}}, "unaffected_commits": {commit: why}}."""
+    data = json.loads(RERUNS.read_text(encoding="utf-8")) if RERUNS.is_file() else {}
+    return {"reruns": data.get("reruns", {}), "unaffected_commits": data.get("unaffected_commits", {})}
+
+
+def rerun_is_current(path: Path, script: str, reruns: dict) -> bool:
+    """A recorded byte-identical re-run: the file is as recorded and the script has not changed since."""
+    entry = reruns.get(path.name)
+    return bool(entry) and entry.get("sha256") == sha256(path) and entry["scripts"].get(script) == last_commit(script)
+
+
+def record(paths: list) -> int:
+    """Note byte-identical re-runs of `paths` (their sha256, their scripts' commits) in bench/results_reruns.json."""
+    data = ledger()
+    reruns = data["reruns"]
+    for name in paths:
+        path = Path(name).resolve()
+        if path.parent != RESULTS or not path.is_file():
+            print(f"error: {name} is not a file in bench/results/", file=sys.stderr)
+            return 2
+        scripts = sorted(scripts_of(path))
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--", str(path), *scripts],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        if not scripts or changed:
+            print(
+                f"error: {path.name}: "
+                + (
+                    "it names no bench script"
+                    if not scripts
+                    else f"commit first, the file or a script has uncommitted changes ({changed.splitlines()[0]})"
+                ),
+                file=sys.stderr,
+            )
+            return 2
+        reruns[path.name] = {"sha256": sha256(path), "scripts": {script: last_commit(script) for script in scripts}}
+        print(f"recorded {path.name}")
+    data["reruns"] = dict(sorted(reruns.items()))
+    RERUNS.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return 0
 
 
 def scripts_of(path: Path) -> set:
@@ -44,18 +123,23 @@ def scripts_of(path: Path) -> set:
 
 def stale_files() -> list[tuple[str, str, list[str]]]:
     """(results file, script, the script's commits since the file was last written)."""
-    listed = []
+    listed, data = [], ledger()
     for path in sorted(RESULTS.iterdir()):
         written = last_commit_time(path)
         for script in sorted(scripts_of(path)):
             if (REPO / script).is_file():
-                newer = commits_since(script, written)
-                if newer:
+                newer = commits_since(script, written, data["unaffected_commits"])
+                if newer and not rerun_is_current(path, script, data["reruns"]):
                     listed.append((path.name, script, newer))
     return listed
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--record", nargs="+", metavar="FILE", help="record byte-identical re-runs of these files")
+    args = parser.parse_args()
+    if args.record:
+        return record(args.record)
     listed = stale_files()
     for name, script, newer in listed:
         print(f"{name}: {script} changed since ({len(newer)} commits; newest: {newer[0]})")

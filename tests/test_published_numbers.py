@@ -1,5 +1,6 @@
 """The published numbers stay traced: README.md and bench/RESULTS.md against bench/results/ (no model runs)."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -182,3 +183,47 @@ def test_draft_summary_gives_forward_costs_per_run_with_mean_and_std():
     assert "| big model over 2 tokens / one token, without small_batch_matmul | 2 / 2.2 | 2.100 ± 0.141 |" in lines
     assert not any("original SmolLM2" in line for line in lines)  # a quantity no run measured is left out
     assert module.cost_summary_lines([{}, {}]) == []  # agreement-only runs time nothing
+
+
+def test_check_stale_lists_files_older_than_their_script_and_honours_recorded_reruns(tmp_path, monkeypatch):
+    import importlib.util
+    import os
+
+    spec = importlib.util.spec_from_file_location("_check_stale", REPO / "bench" / "check_stale.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    repo, results = tmp_path, tmp_path / "bench" / "results"
+    results.mkdir(parents=True)
+    monkeypatch.setattr(module, "REPO", repo)
+    monkeypatch.setattr(module, "RESULTS", results)
+    monkeypatch.setattr(module, "RERUNS", repo / "bench" / "results_reruns.json")
+    clock = iter(range(1_700_000_000, 1_700_100_000, 100))  # one commit per distinct second
+
+    def commit(message):
+        stamp = f"{next(clock)} +0000"
+        env = {**os.environ, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
+        for args in (["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message]):
+            subprocess.run(["git", *args], cwd=repo, check=True, env=env)
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (repo / "bench" / "b.py").write_text("print(1)\n")
+    (results / "x.md").write_text("Command: `python bench/b.py`\n\n| 1.23 |\n")
+    commit("first")
+    assert module.stale_files() == []
+    (repo / "bench" / "b.py").write_text("print(2)\n")
+    commit("the script changes")
+    assert [(name, script) for name, script, _ in module.stale_files()] == [("x.md", "bench/b.py")]
+    assert module.record([str(results / "x.md")]) == 0  # re-run, byte for byte the same
+    assert module.stale_files() == []
+    (results / "x.md").write_text("Command: `python bench/b.py`\n\n| 1.24 |\n")  # the file no longer as recorded
+    assert module.record([str(results / "x.md")]) == 2  # uncommitted: refused
+    commit("re-run")
+    assert module.stale_files() == []
+    (repo / "bench" / "b.py").write_text("print(3)\n")
+    cosmetic = commit("cosmetic")
+    assert len(module.stale_files()) == 1
+    ledger = json.loads((repo / "bench" / "results_reruns.json").read_text())
+    ledger["unaffected_commits"] = {cosmetic[:7]: "prints differently"}
+    (repo / "bench" / "results_reruns.json").write_text(json.dumps(ledger))
+    assert module.stale_files() == []
