@@ -86,6 +86,16 @@ CASES = [
     ("align-foreign-output", ALIGN + ["--output", FOREIGN, "--overwrite"], "not written by tokswap"),
     ("align-earlier-output", ALIGN + ["--output", OLD_ALIGN], "Pass --overwrite"),
     ("align-file-output", ALIGN + ["--output", A_FILE], "existing file"),
+    ("align-output-under-a-file", ALIGN + ["--output", A_FILE + "/out"], "notes.txt is a file, so"),
+    ("swap-output-under-a-file", SWAP + ["--output", A_FILE + "/sub/out"], "cannot be created"),
+    ("train-foreign-output", ["train", MODEL, "--dataset", DATA, "--output", FOREIGN], "not a tokswap run"),
+    ("train-file-output", ["train", MODEL, "--dataset", DATA, "--output", A_FILE], "existing file"),
+    ("train-output-under-a-file", ["train", MODEL, "--dataset", DATA, "--output", A_FILE + "/x"], "is a file"),
+    (
+        "distill-foreign-output",
+        ["distill", MODEL, "--teacher", MODEL, "--dataset", DATA, "--output", FOREIGN],
+        "not a tokswap run",
+    ),
     # the other commands
     ("draft-missing-small", ["draft", MISSING, MODEL, "--output", OUT], "does-not-exist"),
     ("draft-missing-big", ["draft", MODEL, MISSING, "--output", OUT], "does-not-exist"),

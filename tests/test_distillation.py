@@ -274,6 +274,20 @@ def test_distill_trains_student_not_teacher(tokenizer, dataset, tmp_path):
     assert "jsd" in logged[0] and "ce_loss" in logged[0]
 
 
+def test_distill_never_writes_into_a_folder_tokswap_did_not_write(tokenizer, dataset, tmp_path):
+    from tokswap.utils import OutputExistsError
+
+    theirs = tmp_path / "distill"
+    theirs.mkdir()
+    (theirs / "model.safetensors").write_bytes(b"their weights")
+    student = llama(320, seed=0)
+    before = {n: p.detach().clone() for n, p in student.named_parameters()}
+    with pytest.raises(OutputExistsError, match="not a tokswap run"):
+        distill(student, copy.deepcopy(tokenizer), llama(336, hidden=48, seed=1), dataset, distill_config(tmp_path))
+    assert [p.name for p in theirs.iterdir()] == ["model.safetensors"]
+    assert all(torch.equal(p, before[n]) for n, p in student.named_parameters())
+
+
 def test_mismatched_tokenizer_is_refused(tokenizer, dataset, tmp_path):
     other = _train_tokenizer([t.upper() for t in TEXTS], 290)
     with pytest.raises(DistillationError, match="swap the student's tokenizer first"):

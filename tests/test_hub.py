@@ -463,9 +463,17 @@ def test_cli_push_model_and_alignment(assets, namespace, hub_user, hub_api, tmp_
     alignment = simple_alignment(assets["source"], assets["target"])
     swapper = TokenizerSwapper.from_pretrained(assets["ids"]["model"], assets["ids"]["target"], alignment=alignment)
     folder = swapper.save_pretrained(tmp_path / "swapped")
+    # what `tokswap train --output` leaves beside the final model: none of it goes up
+    for leftover in ("stage1/checkpoint-2/optimizer.pt", "checkpoint-3/optimizer.pt", "runs/events.out"):
+        (folder / leftover).parent.mkdir(parents=True, exist_ok=True)
+        (folder / leftover).write_bytes(b"optimizer state")
+    (folder / "tokswap_run.json").write_text("{}")
 
     assert main(["push", str(folder), f"{hub_user}/cli-model", "--private"]) == 0
     assert hub_api.model_info(f"{hub_user}/cli-model").private
+    pushed = hub_api.list_repo_files(f"{hub_user}/cli-model")
+    assert "model.safetensors" in pushed and "tokswap_config.json" in pushed
+    assert not [name for name in pushed if name.split("/")[0] in ("stage1", "checkpoint-3", "runs", "tokswap_run.json")]
     assert ModelCard.load(f"{hub_user}/cli-model").data.base_model == assets["ids"]["model"]
 
     assert main(["push", str(folder), f"{namespace}/cli-alignment", "--alignment-only", "--no-index"]) == 0

@@ -772,3 +772,24 @@ def test_sparse_embedding_updates_keep_unseen_rows(arch, fresh_tokenizer, text_d
     for old, new in zip(before, embedding_parameters(result.model)):
         assert torch.equal(new.detach()[unseen], old[unseen])  # both stages: no batch held them
         assert not torch.equal(new.detach()[sorted(seen - {None})], old[sorted(seen - {None})])
+
+
+def test_training_never_writes_into_a_folder_tokswap_did_not_write(fresh_tokenizer, text_dataset, tmp_path):
+    from tokswap.utils import OutputExistsError
+
+    theirs = tmp_path / "their-model"
+    theirs.mkdir()
+    (theirs / "config.json").write_text('{"theirs": true}')
+    model = make_model("gpt-neox")
+    before = snapshot(model)
+    config = tiny_config(tmp_path, output_dir=str(theirs), save_final_model=True)
+    with pytest.raises(OutputExistsError, match="not a tokswap run"):
+        adapt_vocabulary(model, fresh_tokenizer, text_dataset, config)
+    assert [p.name for p in theirs.iterdir()] == ["config.json"]
+    assert (theirs / "config.json").read_text() == '{"theirs": true}'
+    assert not changed_parameters(model, before)
+
+    run = tiny_config(tmp_path, stage1_max_steps=1, save_final_model=True)
+    adapt_vocabulary(make_model("gpt-neox"), fresh_tokenizer, text_dataset, run)
+    assert json.loads((tmp_path / "run" / "tokswap_run.json").read_text())["kind"] == "adapt_vocabulary"
+    adapt_vocabulary(make_model("gpt-neox"), fresh_tokenizer, text_dataset, run)  # its own earlier run: allowed

@@ -12,6 +12,7 @@ INTEGRITY_KEY = "integrity"  # the block of alignment_config.json holding the ch
 ALIGNMENT_SUBFOLDER = "alignment"  # inside a swapped model's folder: the alignment it was made with
 TOKSWAP_CONFIG_NAME = "tokswap_config.json"  # beside a swapped model: how it was made; marks the folder as ours
 CARD_NAME = "README.md"  # the model / alignment card
+RUN_MARKER_NAME = "tokswap_run.json"  # in a train / distill output folder: marks it as a tokswap run
 INDEX_REPO_NAME = "index"  # the Hub repo listing prebuilt alignments
 
 # environment variables tokswap reads (besides huggingface_hub's HF_* ones)

@@ -17,7 +17,7 @@ import torch
 
 from tokswap.errors import NonFiniteError, TokswapError, TrainingError
 from tokswap.modeling import vocabulary_shape
-from tokswap.utils import check_local_path, get_logger
+from tokswap.utils import check_local_path, check_run_dir, claim_run_dir, get_logger
 
 logger = get_logger(__name__)
 
@@ -347,6 +347,15 @@ def resolve_resume_checkpoint(resume, output_dir, error=None) -> Optional[str]:
     return str(_checked_checkpoint(resume, error))
 
 
+def prepare_run_dir(output_dir, kind: str, resume=None) -> None:
+    """Before a run writes anything: refuse an `output_dir` holding files tokswap did not write (see
+    `tokswap.utils.run_folder`); the main process then marks the folder as a tokswap run."""
+    if is_main_process():
+        claim_run_dir(output_dir, kind, resume)
+    else:
+        check_run_dir(output_dir, resume)
+
+
 def train_single_stage(trainer, error=None):
     """`trainer.train()` for a one-stage run (`distill`, `self_distill`): resumed where `trainer.args` asks, with the
     (padded) vocabulary never shrunk. Returns the trainer.
@@ -355,6 +364,7 @@ def train_single_stage(trainer, error=None):
         `error`: `resume_from_checkpoint` names nothing to resume from (see `resolve_resume_checkpoint`).
     """
     args = trainer.args
+    prepare_run_dir(args.output_dir, type(trainer).__name__, args.resume_from_checkpoint)
     checkpoint = resolve_resume_checkpoint(args.resume_from_checkpoint, args.output_dir, error)
     with never_shrink_vocabulary(trainer.accelerator.unwrap_model(trainer.model)):
         trainer.train(resume_from_checkpoint=checkpoint)

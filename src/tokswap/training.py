@@ -67,10 +67,11 @@ from tokswap.trainer_utils import (
     load_training_dataset,
     never_shrink_vocabulary,
     pick_attn_implementation,
+    prepare_run_dir,
     resolve_resume_checkpoint,
     with_non_finite_check,
 )
-from tokswap.utils import get_logger
+from tokswap.utils import check_run_dir, get_logger
 
 logger = get_logger(__name__)
 
@@ -564,6 +565,7 @@ def adapt_vocabulary(
     """
     config = config or VocabAdaptationConfig()
     _check_dataset(train_dataset, config.dataset_text_field)
+    check_run_dir(config.output_dir, config.resume_from_checkpoint)  # before any work; marked when training starts
     frozen_rows = _stage1_frozen_rows(config, alignment)
     check_finite(model, "the model to train", allow_nonfinite)
     callbacks = with_non_finite_check(callbacks)
@@ -573,6 +575,7 @@ def adapt_vocabulary(
     if teacher is not None:  # both tokenizations are built once and shared by the two stages
         train_dataset = _self_distillation_data(train_dataset, tokenizer, teacher, config)
         eval_dataset = _self_distillation_data(eval_dataset, tokenizer, teacher, config)
+    prepare_run_dir(config.output_dir, "adapt_vocabulary", config.resume_from_checkpoint)
     resume1, resume2 = _plan_resume(config)
     result = AdaptationResult(model=model)
     data = (train_dataset, eval_dataset)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tokswap.cli.run_flags import add_run_arguments
 from tokswap.distillation import DIVERGENCES, TokenDistillationConfig, distill
 from tokswap.trainer_utils import is_main_process
-from tokswap.utils import check_local_path
+from tokswap.utils import check_local_path, check_run_dir
 from tokswap.utils.cli import examples_formatter
 
 DISTILL_EXAMPLES = """examples:
@@ -52,6 +52,7 @@ def _cli_distill(args) -> int:
     # every path before any loading: a typo in --teacher should not cost loading the student first
     check_local_path(args.student_dir, "The student")
     check_local_path(args.teacher, "The teacher")
+    check_run_dir(args.output, args.resume)
     config = TokenDistillationConfig(
         output_dir=args.output,
         alpha=args.alpha,

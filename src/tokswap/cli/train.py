@@ -19,7 +19,7 @@ from tokswap.training import (
     load_model_for_training,
     load_training_dataset,
 )
-from tokswap.utils import check_local_path
+from tokswap.utils import check_local_path, check_run_dir
 from tokswap.utils.cli import examples_formatter
 
 TRAIN_EXAMPLES = """examples:
@@ -90,6 +90,7 @@ def register_cli(subparsers) -> None:
 
 def _cli_train(args) -> int:
     check_local_path(args.model_dir, "The model")  # before the dataset is read
+    check_run_dir(args.output, args.resume)
     config = VocabAdaptationConfig(
         output_dir=args.output,
         stage1_max_steps=args.stage1_steps,

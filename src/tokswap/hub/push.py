@@ -18,6 +18,7 @@ from tokswap.constants import (
     ALIGNMENT_WEIGHTS_NAME,
     CARD_NAME,
     INTEGRITY_KEY,
+    RUN_MARKER_NAME,
     TOKSWAP_CONFIG_NAME,
 )
 from tokswap.errors import AlignmentError, TokswapError
@@ -60,8 +61,20 @@ def _push_token(token: Optional[Union[str, bool]] = None):
     return resolved
 
 
+def _training_leftovers(folder: str, names: list) -> set:
+    """What `tokswap train` / `distill` leave beside the final model, never meant for the Hub: stage and
+    checkpoint folders (optimizer states: twice the model's size), TensorBoard runs and the run marker."""
+    return {
+        name
+        for name in names
+        if name in ("stage1", "stage2", "runs", RUN_MARKER_NAME)
+        or (name.startswith("checkpoint-") and Path(folder, name).is_dir())
+    }
+
+
 def _stage_folder(source: Path, staging: Path) -> None:
-    """Mirror `source` into `staging` with hard links (copies across filesystems): no big copies."""
+    """Mirror `source` into `staging` with hard links (copies across filesystems): no big copies. Training
+    leftovers at its top level stay behind (`_training_leftovers`)."""
 
     def link_or_copy(src, dst):
         try:
@@ -69,7 +82,10 @@ def _stage_folder(source: Path, staging: Path) -> None:
         except OSError:
             shutil.copy2(src, dst)
 
-    shutil.copytree(source, staging, copy_function=link_or_copy, dirs_exist_ok=True)
+    def ignore(folder, names):
+        return _training_leftovers(folder, names) if Path(folder) == source else set()
+
+    shutil.copytree(source, staging, copy_function=link_or_copy, ignore=ignore, dirs_exist_ok=True)
 
 
 def _known_tokens(token: Optional[Union[str, bool]]) -> list[str]:

@@ -55,16 +55,19 @@ def check_output_dir(path, overwrite: bool = False, marker: Optional[str] = None
 
     Raises:
         `OutputExistsError`: when writing to `path` would delete something it should not.
+        `OutputNotWritableError`: when `path` could not be written at all (see `check_can_create`).
     """
     path = Path(path)
     if path.is_symlink():
         raise OutputExistsError(f"{path} is a symbolic link; give a new folder (or the real folder it points to).")
-    if not path.exists():
-        return
-    if not path.is_dir():
+    if path.exists() and not path.is_dir():
         raise OutputExistsError(f"{path} is an existing file, not a folder; choose another output path.")
-    if not any(path.iterdir()):
-        return
+    if path.exists() and any(path.iterdir()):
+        _check_replaceable(path, overwrite, marker)
+    check_can_create(path)  # the output is written beside `path`, then renamed into place
+
+
+def _check_replaceable(path: Path, overwrite: bool, marker: Optional[str]) -> None:
     if marker is None or not (path / marker).is_file():
         what = f"has no {marker}, so it was not written by tokswap" if marker else "is not a tokswap output"
         raise OutputExistsError(
@@ -76,6 +79,33 @@ def check_output_dir(path, overwrite: bool = False, marker: Optional[str] = None
             f"{path} already holds a tokswap output. Pass --overwrite (overwrite=True) to replace it, "
             "or choose a new folder."
         )
+
+
+class OutputNotWritableError(TokswapError):
+    """The output path cannot be created or written (a read-only place, or a file where a folder should be)."""
+
+
+def check_can_create(path) -> None:
+    """Fail now, not after a long run, when `path` could not be created: its nearest existing ancestor must be a
+    folder this process can create entries in (probed by creating and removing a temporary folder, which also
+    catches read-only file systems and root's writes to `/proc`-like places that permission bits do not show).
+
+    Raises:
+        `OutputNotWritableError`: an ancestor is a file, or the nearest existing folder refuses new entries.
+    """
+    path = Path(path).absolute()
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise OutputNotWritableError(f"{ancestor} is a file, so {path} cannot be created: choose another output path.")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".tokswap-probe-", dir=ancestor))
+    except OSError as err:
+        raise OutputNotWritableError(
+            f"Cannot create {path}: writing in {ancestor} fails ({err.strerror or err}). "
+            "Choose an output folder you can write to."
+        ) from err
 
 
 def _chmod_like_mkdir(folder: Path) -> None:
