@@ -77,6 +77,9 @@ CASES = [
     ("distill-zero-chunk", DISTILL + ["--chunk-size", "0"], "--chunk-size)"),
     ("eval-zero-batch", ["eval", "smollm2-135m", "--batch-size", "0"], "--batch-size)"),
     ("eval-negative-limit", ["eval", "smollm2-135m", "--limit", "-1"], "--limit)"),
+    ("eval-output-over-a-foreign-file", ["eval", "smollm2-135m", "--output", A_FILE], "not a tokswap eval result"),
+    ("eval-output-under-a-file", ["eval", "smollm2-135m", "--output", A_FILE + "/r.json"], "is a file"),
+    ("eval-output-is-a-folder", ["eval", "smollm2-135m", "--output", FOREIGN], "is a folder"),
     # outputs that already hold something
     ("swap-foreign-output", SWAP + ["--output", FOREIGN], "not written by tokswap"),
     ("swap-foreign-output-overwrite", SWAP + ["--output", FOREIGN, "--overwrite"], "even with --overwrite"),

@@ -12,6 +12,7 @@ from tokswap.utils import (
     OutputNotWritableError,
     check_can_create,
     check_output_dir,
+    check_output_file,
     check_run_dir,
     claim_run_dir,
 )
@@ -88,3 +89,16 @@ def test_the_probe_leaves_nothing_behind(tmp_path):
     check_can_create(tmp_path / "out")
     check_output_dir(tmp_path / "out")
     assert os.listdir(tmp_path) == []
+
+
+def test_an_output_file_is_written_over_only_when_it_is_an_earlier_result(tmp_path):
+    from tokswap.cli.eval import _is_eval_result
+
+    earlier = tmp_path / "eval.json"
+    earlier.write_text(json.dumps({"model": "m", "tokenizer": "m", "bpb": {}}))
+    check_output_file(earlier, _is_eval_result, "a tokswap eval result")
+    check_output_file(tmp_path / "new.json", _is_eval_result, "a tokswap eval result")
+    for content in ("notes", json.dumps(["model", "tokenizer"]), json.dumps({"model": "m"})):
+        (tmp_path / "other.json").write_text(content)
+        with pytest.raises(OutputExistsError, match="other.json exists and is not a tokswap eval result"):
+            check_output_file(tmp_path / "other.json", _is_eval_result, "a tokswap eval result")

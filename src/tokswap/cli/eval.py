@@ -24,7 +24,7 @@ from tokswap.evaluation.report import (
     load_model_and_tokenizer,
 )
 from tokswap.evaluation.zero_shot import MULTIPLE_CHOICE_TASKS
-from tokswap.utils import atomic_output_file
+from tokswap.utils import atomic_output_file, check_output_file
 
 
 def _check_cli_numbers(args: argparse.Namespace) -> None:
@@ -35,8 +35,20 @@ def _check_cli_numbers(args: argparse.Namespace) -> None:
         check_positive_int(EvaluationError, name, getattr(args, name), "--" + name.replace("_", "-"), optional=True)
 
 
+def _is_eval_result(path) -> bool:
+    """An earlier `tokswap eval --output` file: a JSON object naming the model and tokenizer it scored."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and {"model", "tokenizer"} <= set(data)
+
+
 def _run_cli(args: argparse.Namespace) -> int:
     _check_cli_numbers(args)
+    if args.output:  # before minutes of scoring: the file is written at the end
+        check_output_file(args.output, _is_eval_result, "a tokswap eval result")
     tasks = _split_tasks(args.tasks)
     if args.harness and any(t in NON_TASK_EVALUATIONS for t in tasks):
         raise EvaluationError("--harness runs lm-evaluation-harness tasks only; drop bpb/compression from --tasks.")

@@ -8,6 +8,7 @@ from tokswap.utils.io import (
     check_can_create,
     check_local_path,
     check_output_dir,
+    check_output_file,
     looks_like_local_path,
     sha256_file,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "check_can_create",
     "check_local_path",
     "check_output_dir",
+    "check_output_file",
     "check_run_dir",
     "claim_run_dir",
     "get_logger",

@@ -108,6 +108,27 @@ def check_can_create(path) -> None:
         ) from err
 
 
+def check_output_file(path, is_ours, what: str) -> None:
+    """Refuse an output file that exists and was not written by tokswap, or that could not be created.
+
+    Args:
+        path: the file to be written (atomically, at the end of a possibly long run).
+        is_ours (`Callable[[Path], bool]`): whether an existing file is an earlier result of the same command.
+        what (`str`): what the command writes, for the message (e.g. `"a tokswap eval result"`).
+
+    Raises:
+        `OutputExistsError` / `OutputNotWritableError`
+    """
+    path = Path(path)
+    if path.is_symlink() or path.is_dir():
+        raise OutputExistsError(f"{path} is a {'symbolic link' if path.is_symlink() else 'folder'}; give a file path.")
+    if path.exists() and not is_ours(path):
+        raise OutputExistsError(
+            f"{path} exists and is not {what}: tokswap never writes over it. Choose a new file name."
+        )
+    check_can_create(path)
+
+
 def _chmod_like_mkdir(folder: Path) -> None:
     """mkdtemp creates 0700 folders; the renamed result should have the permissions a plain mkdir gives."""
     umask = os.umask(0)
