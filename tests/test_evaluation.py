@@ -341,6 +341,34 @@ def test_evaluate_returns_json_and_a_table(tok, bigram, toy_data):
         ev.evaluate(model, tok, tasks="arc_hard", data_dir=toy_data)
 
 
+def test_nonfinite_weights_and_scores_are_refused_unless_allowed(tok, bigram, toy_data):
+    from tokswap.errors import NonFiniteError
+
+    def run(table, tasks, **kwargs):
+        heldout = {"toy": ["q a"], "toy2": ["r a"]}
+        return ev.evaluate(
+            BigramModel(table), tok, tasks=tasks, heldout=heldout, data_dir=toy_data, progress=False, **kwargs
+        )
+
+    broken = bigram[0].clone()
+    broken[ID["r"], ID["b"]] = float("nan")
+    with pytest.raises(NonFiniteError, match="NaN/infinite weights"):
+        run(broken, "arc_easy")
+    assert run(broken, "compression")["compression"]["toy"]["num_tokens"] == 2  # reads only the tokenizer
+    # finite weights whose scores overflow, as float16 can: in float32, -3e38 - 3e38 is -inf
+    overflow = bigram[0].clone()
+    overflow[ID["q"], ID["b"]], overflow[ID["q"], ID["a"]] = 3e38, -3e38
+    with pytest.raises(NonFiniteError, match="answer log-likelihood on 2 arc_easy question"):
+        run(overflow, "arc_easy")
+    with pytest.raises(NonFiniteError, match="bits per byte on toy, all"):
+        run(overflow, "bpb")
+    allowed = run(overflow, "bpb,arc_easy", allow_nonfinite=True)
+    json.dumps(allowed, allow_nan=False)
+    assert allowed["tasks"]["arc_easy"]["nonfinite_examples"] == 2 and allowed["bpb"]["toy"]["bits_per_byte"] is None
+    assert allowed["bpb"]["toy2"]["bits_per_byte"] > 0
+    assert "nonfinite_examples" not in run(bigram[0], "arc_easy")["tasks"]["arc_easy"]
+
+
 def test_cli_eval_writes_json(tmp_path, tok, tiny_llama, toy_data, capsys):
     from tokswap.cli import main
 

@@ -178,3 +178,16 @@ def vocabulary_shape(model) -> tuple:
         model.get_input_embeddings().weight.shape[0],
         None if output is None else output.weight.shape[0],
     )
+
+
+def nonfinite_parameters(model) -> dict[str, int]:
+    """`{parameter name: number of NaN/inf values}` for every parameter holding any (tied weights once)."""
+    found = {}
+    for name, param in model.named_parameters():
+        if param.device.type == "meta" or not param.is_floating_point():
+            continue  # offloaded (no data here) or integer (quantized) weights
+        with torch.no_grad():
+            if bool(torch.isfinite(param).all()):
+                continue
+            found[name] = int((~torch.isfinite(param)).sum())
+    return found

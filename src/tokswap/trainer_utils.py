@@ -16,23 +16,10 @@ from typing import Optional, Union
 import torch
 
 from tokswap.errors import NonFiniteError, TokswapError, TrainingError
-from tokswap.modeling import vocabulary_shape
+from tokswap.modeling import nonfinite_parameters, vocabulary_shape
 from tokswap.utils import check_local_path, check_run_dir, claim_run_dir, get_logger
 
 logger = get_logger(__name__)
-
-
-def nonfinite_parameters(model) -> dict[str, int]:
-    """`{parameter name: number of NaN/inf values}` for every parameter holding any (tied weights once)."""
-    found = {}
-    for name, param in model.named_parameters():
-        if param.device.type == "meta" or not param.is_floating_point():
-            continue  # offloaded (no data here) or integer (quantized) weights
-        with torch.no_grad():
-            if bool(torch.isfinite(param).all()):
-                continue
-            found[name] = int((~torch.isfinite(param)).sum())
-    return found
 
 
 def check_finite(model, what: str = "model", allow_nonfinite: bool = False) -> dict[str, int]:

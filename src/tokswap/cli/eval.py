@@ -80,6 +80,7 @@ def _run_cli(args: argparse.Namespace) -> int:
             reference_tokenizer=reference,
             data_dir=args.data_dir,
             progress=progress,
+            allow_nonfinite=args.allow_nonfinite,
         )
     results["model"] = args.model
     results["tokenizer"] = args.tokenizer or args.model
@@ -182,6 +183,11 @@ def _add_how_to_run(parser) -> None:
         "--max-length", type=int, default=1024, help="tokens per bits-per-byte window (default: %(default)s)"
     )
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument(
+        "--allow-nonfinite",
+        action="store_true",
+        help="score a model with NaN/infinite weights, and show NaN/infinite scores as missing (by default an error)",
+    )
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1... (default: cuda if available)")
     parser.add_argument(
         "--threads",

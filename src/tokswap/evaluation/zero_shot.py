@@ -357,7 +357,9 @@ def score_examples(
             }
         )
     n = len(examples)
+    nonfinite = sum(int(not np.isfinite(ll).all()) for ll in (np.asarray(e["loglikelihoods"]) for e in per_example))
     return {
+        **({"nonfinite_examples": nonfinite} if nonfinite else {}),  # their argmax means nothing (`evaluate` refuses)
         "num_examples": n,
         "acc": float(np.mean(acc)) if n else float("nan"),
         "acc_stderr": _mean_stderr(acc),
