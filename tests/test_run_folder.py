@@ -102,3 +102,19 @@ def test_an_output_file_is_written_over_only_when_it_is_an_earlier_result(tmp_pa
         (tmp_path / "other.json").write_text(content)
         with pytest.raises(OutputExistsError, match="other.json exists and is not a tokswap eval result"):
             check_output_file(tmp_path / "other.json", _is_eval_result, "a tokswap eval result")
+
+
+def test_a_resume_with_nothing_to_resume_leaves_a_foreign_folder_unmarked(tmp_path):
+    pytest.importorskip("trl")
+    from types import SimpleNamespace
+
+    from tokswap.errors import TrainingError
+    from tokswap.trainer_utils import train_single_stage
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("keep me")
+    trainer = SimpleNamespace(args=SimpleNamespace(output_dir=str(theirs), resume_from_checkpoint=True))
+    with pytest.raises(TrainingError, match="resume"):
+        train_single_stage(trainer, TrainingError)
+    assert os.listdir(theirs) == ["notes.txt"]

@@ -351,8 +351,9 @@ def train_single_stage(trainer, error=None):
         `error`: `resume_from_checkpoint` names nothing to resume from (see `resolve_resume_checkpoint`).
     """
     args = trainer.args
-    prepare_run_dir(args.output_dir, type(trainer).__name__, args.resume_from_checkpoint)
+    check_run_dir(args.output_dir, args.resume_from_checkpoint)
     checkpoint = resolve_resume_checkpoint(args.resume_from_checkpoint, args.output_dir, error)
+    prepare_run_dir(args.output_dir, type(trainer).__name__, args.resume_from_checkpoint)  # nothing failed: mark it
     with never_shrink_vocabulary(trainer.accelerator.unwrap_model(trainer.model)):
         trainer.train(resume_from_checkpoint=checkpoint)
     return trainer

@@ -575,8 +575,8 @@ def adapt_vocabulary(
     if teacher is not None:  # both tokenizations are built once and shared by the two stages
         train_dataset = _self_distillation_data(train_dataset, tokenizer, teacher, config)
         eval_dataset = _self_distillation_data(eval_dataset, tokenizer, teacher, config)
-    prepare_run_dir(config.output_dir, "adapt_vocabulary", config.resume_from_checkpoint)
     resume1, resume2 = _plan_resume(config)
+    prepare_run_dir(config.output_dir, "adapt_vocabulary", config.resume_from_checkpoint)
     result = AdaptationResult(model=model)
     data = (train_dataset, eval_dataset)
     model = _stage1(model, tokenizer, data, config, resume1, resume2, callbacks, teacher, result, frozen_rows)
