@@ -349,6 +349,25 @@ def test_error_unknown_init_method(neox_tokenizer):
         assert name in str(info.value)
 
 
+def test_an_init_method_giving_nan_rows_is_refused_and_the_model_left_alone(neox_tokenizer):
+    from tokswap.init_methods import InitMethod
+
+    class LeavesGaps(InitMethod):
+        name = "leaves-gaps"
+
+        def initialize(self, source_weight, alignment, generator=None, **kwargs):
+            new = source_weight.new_zeros(alignment.num_target_rows, source_weight.shape[1])
+            new[[3, 7]] = float("nan")
+            return new
+
+    model = tiny_model("llama", vocab_size=50304)
+    before = {name: param.detach().clone() for name, param in model.named_parameters()}
+    with pytest.raises(SurgeryError, match=r"'leaves-gaps' gave 2 row\(s\) NaN/infinite values \(target ids \[3, 7\]"):
+        swap_vocabulary(model, identity_alignment(neox_tokenizer), neox_tokenizer, init_method=LeavesGaps())
+    assert all(torch.equal(param, before[name]) for name, param in model.named_parameters())
+    assert model.config.vocab_size == 50304
+
+
 def test_error_alignment_beyond_model_rows(neox_to_qwen, qwen_tokenizer):
     model = tiny_model("llama", vocab_size=1000)
     with pytest.raises(AlignmentError, match="only 1000 embedding rows"):

@@ -126,6 +126,18 @@ def prepare_alignment(
     return padded
 
 
+def _check_finite_rows(new: torch.Tensor, method_name: str) -> None:
+    """The source rows were checked before the swap, so a NaN/inf row here is the init method's (a registered
+    method of the user's, a degenerate donor): refuse it before it reaches the model."""
+    bad = torch.nonzero(~torch.isfinite(new).all(dim=1)).flatten()
+    if len(bad):
+        raise SurgeryError(
+            f"Init method '{method_name}' gave {len(bad)} row(s) NaN/infinite values (target ids "
+            f"{bad[:5].tolist()}{' ...' if len(bad) > 5 else ''}); the model was left as it was. Use another init "
+            "method (e.g. 'fvt_scaled'), or fix the method or its donor."
+        )
+
+
 def _new_matrix(method, source_weight, alignment, padding_rows, init_kwargs, seed) -> torch.Tensor:
     """Build one new matrix with the init method, then give padding rows the mean real row.
 
@@ -142,6 +154,7 @@ def _new_matrix(method, source_weight, alignment, padding_rows, init_kwargs, see
                 f"{(alignment.num_target_rows, source_weight.shape[1])}."
             )
         new = new.to(dtype=source_weight.dtype, device=source_weight.device)
+        _check_finite_rows(new, method.name)
         if len(padding_rows):
             real = np.ones(new.shape[0], dtype=bool)
             real[padding_rows] = False
