@@ -126,11 +126,14 @@ def prepare_alignment(
     return padded
 
 
-def _check_finite_rows(new: torch.Tensor, method_name: str) -> None:
-    """The source rows were checked before the swap, so a NaN/inf row here is the init method's (a registered
-    method of the user's, a degenerate donor): refuse it before it reaches the model."""
+def _check_finite_rows(new: torch.Tensor, method_name: str, source_weight: torch.Tensor) -> None:
+    """A NaN/inf row built from finite source rows is the init method's fault (a registered method of the user's, a
+    degenerate donor): refuse it before it reaches the model. Broken source rows the caller allowed
+    (`allow_nonfinite=True`, already warned about) are carried over with a warning."""
     bad = torch.nonzero(~torch.isfinite(new).all(dim=1)).flatten()
-    if len(bad):
+    if len(bad) and not bool(torch.isfinite(source_weight).all()):
+        logger.warning("%d new row(s) carry the source model's NaN/infinite values (allowed).", len(bad))
+    elif len(bad):
         raise SurgeryError(
             f"Init method '{method_name}' gave {len(bad)} row(s) NaN/infinite values (target ids "
             f"{bad[:5].tolist()}{' ...' if len(bad) > 5 else ''}); the model was left as it was. Use another init "
@@ -154,7 +157,7 @@ def _new_matrix(method, source_weight, alignment, padding_rows, init_kwargs, see
                 f"{(alignment.num_target_rows, source_weight.shape[1])}."
             )
         new = new.to(dtype=source_weight.dtype, device=source_weight.device)
-        _check_finite_rows(new, method.name)
+        _check_finite_rows(new, method.name, source_weight)
         if len(padding_rows):
             real = np.ones(new.shape[0], dtype=bool)
             real[padding_rows] = False
