@@ -24,6 +24,11 @@ choices text of multiple-choice sets the scoring never reads (ARC test split, AR
 CommonsenseQA, Social IQa, HellaSwag documents past the scored ones; `task_near_documents`); the alignment corpus and
 the held-out text are unchanged, and the row records the share.
 
+Text the original model writes: `--teacher-text-share 0.5` makes half the training windows text SmolLM2-135M samples
+from the start of a document (`teacher_text_documents`: 480 samples of 256 tokens, top-p 0.95, cached on disk): data
+every user of a swap has, in the original model's own distribution; the alignment corpus and the held-out text are
+unchanged.
+
 A control: `--arms unswapped_ce` trains the original model with its own tokenizer by the same recipe (cross-entropy,
 both stages) on the same text windows in the same order, and scores it the same way. It says how much of a trained
 arm's distance from the original model is the training's (its data, its budget) and how much the swap's.
@@ -135,6 +140,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--task-near-share", type=float, default=None,
                         help="train on this share of windows of unlabelled question + choices text from multiple-choice "
                              "sets the zero-shot scoring never reads (see task_near_documents); the rest from the corpus")
+    parser.add_argument("--teacher-text-share", type=float, default=None,
+                        help="train on this share of windows of text the original model writes (teacher_text_documents: "
+                             "sampled from the start of a document, cached in --teacher-text-cache); the rest from "
+                             "the corpus")
+    parser.add_argument("--teacher-text-samples", type=int, default=480,
+                        help=f"how many samples of {TEACHER_TEXT_TOKENS} source tokens the original model writes")
+    parser.add_argument("--teacher-text-cache",
+                        default=str(Path(__file__).resolve().parents[2] / "bench-cache" / "teacher_text"),
+                        help="folder keeping the original model's samples")
     parser.add_argument("--fit-output-rows", choices=["corpus", "task-near"],
                         help="right after the swap, fit the output rows of the new tokens that occur in this text by "
                              "its likelihood, all else frozen (tokswap.output_row_fit, default config; the model is "
@@ -339,9 +353,43 @@ def task_near_documents() -> list:
 
 
 def mixed_windows(windows: list, near_windows: list, share: float, seed: int) -> list:
-    """`windows` plus enough of `near_windows` (shuffled) to make `share` of the result, all shuffled together."""
-    wanted = min(len(near_windows), round(share / (1 - share) * len(windows)))
+    """`windows` plus enough of `near_windows` (shuffled) to make `share` of the result, all shuffled together. When
+    `near_windows` are too few for that, only as many of `windows` (shuffled) are kept as keep the share."""
+    wanted = round(share / (1 - share) * len(windows))
+    if wanted > len(near_windows):
+        windows = shuffled(windows, seed)[: round((1 - share) / share * len(near_windows))]
+        wanted = len(near_windows)
     return shuffled(windows + shuffled(near_windows, seed)[:wanted], seed)
+
+
+TEACHER_TEXT_TOKENS = 256  # source tokens per sample the original model writes
+TEACHER_TEXT_BATCH = 32
+
+
+def teacher_text_documents(samples: int, cache: str) -> list:
+    """`samples` texts the original model writes from the start of a document (its `<|endoftext|>` separator), by
+    nucleus sampling (top-p 0.95, temperature 1, seed 0) of `TEACHER_TEXT_TOKENS` tokens: text a user who has the
+    model always has, in the model's own distribution. Cached in `cache`; a longer run extends a shorter one's
+    samples (the same seed per batch), so fewer samples are a prefix of more."""
+    path = Path(cache) / "teacher_text.json"
+    texts = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    if len(texts) < samples:
+        from tokswap.loading import load_tokenizer
+
+        tokenizer, model = load_tokenizer(SOURCE_TOKENIZER), load_source_model()
+        start = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+        while len(texts) < samples:
+            torch.manual_seed(len(texts) // TEACHER_TEXT_BATCH)
+            ids = torch.full((TEACHER_TEXT_BATCH, 1), start)
+            with torch.no_grad():
+                out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, top_p=0.95,
+                                     temperature=1.0, max_new_tokens=TEACHER_TEXT_TOKENS, pad_token_id=start)
+            texts += [tokenizer.decode(row[1:], skip_special_tokens=True).strip() for row in out]
+            print(f"teacher text: {len(texts)} / {samples} samples", flush=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.with_suffix(".tmp").write_text(json.dumps(texts), encoding="utf-8")
+            path.with_suffix(".tmp").replace(path)
+    return [text for text in texts[:samples] if text]
 
 
 def shuffled(items: list, seed: int) -> list:
@@ -892,6 +940,8 @@ def arm_label(row: dict) -> str:
                      for key, value in recipe.items())
     if row.get("task_near_share") is not None:
         extra += f", {100 * row['task_near_share']:g}% task-near text"
+    if row.get("teacher_text_share") is not None:
+        extra += f", {100 * row['teacher_text_share']:g}% text the original model wrote"
     if row.get("new_word_fit"):
         extra += ", new words' input rows fitted"
     if row.get("output_row_fit"):
@@ -935,6 +985,8 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
             args.zero_shot_limit > TASK_NEAR_HELLASWAG_DOCS.start:
         raise SystemExit(f"--task-near-share trains on HellaSwag documents from {TASK_NEAR_HELLASWAG_DOCS.start} on: "
                          f"score at most that many questions (--zero-shot-limit)")
+    if args.task_near_share is not None and args.teacher_text_share is not None:
+        raise SystemExit("--task-near-share and --teacher-text-share each take the rest of the windows: give one")
     for seed in args.train_seeds:
         dataset = None
         for arm in args.arms:
@@ -943,14 +995,17 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
                 continue
             teacher = teacher or load_source_model()
             windows = windows or training_windows(train_texts, alignments.tokenizer(args.train_target), source_tok)
-            if args.task_near_share is None:
+            share = args.task_near_share if args.task_near_share is not None else args.teacher_text_share
+            if share is None:
                 dataset = dataset or Dataset.from_dict({"text": shuffled(windows, seed)})
             else:
-                near_windows = near_windows or training_windows(task_near_documents(),
+                near_windows = near_windows or training_windows(other_documents(args),
                                                                 alignments.tokenizer(args.train_target), source_tok)
-                dataset = dataset or Dataset.from_dict(
-                    {"text": mixed_windows(windows, near_windows, args.task_near_share, seed)})
-            extra = {} if args.task_near_share is None else {"task_near_share": args.task_near_share}
+                dataset = dataset or Dataset.from_dict({"text": mixed_windows(windows, near_windows, share, seed)})
+            extra = {key: getattr(args, key) for key in ("task_near_share", "teacher_text_share")
+                     if getattr(args, key) is not None}
+            if args.teacher_text_share is not None:
+                extra["teacher_text_samples"] = args.teacher_text_samples
             row = base_row(args, argv, heldout, "train", target=args.train_target, arm=arm, seed=seed,
                            deterministic=False, train_windows=len(dataset), **extra)
             try:
@@ -970,6 +1025,13 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
                 rows.append(row)
 
 
+def other_documents(args) -> list:
+    """The documents `--task-near-share` or `--teacher-text-share` mixes into the training windows."""
+    if args.task_near_share is not None:
+        return task_near_documents()
+    return teacher_text_documents(args.teacher_text_samples, args.teacher_text_cache)
+
+
 def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original) -> bool:
     """Whether any kept row of this arm and seed has the run's recipe (and decoder merge weight): not only the last
     row of the arm and seed, which may be another recipe's."""
@@ -982,6 +1044,7 @@ def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original)
         and row.get("recovery") == arm_recovery(args, arm)
         and row_recipe(row) == run_recipe(args, arm_recovery(args, arm))
         and row.get("task_near_share") == args.task_near_share
+        and row.get("teacher_text_share") == args.teacher_text_share
         and bool(row.get("new_word_fit")) == args.fit_new_words
         and row.get("output_row_fit", {}).get("texts") == args.fit_output_rows
         for row in rows)
@@ -1160,7 +1223,7 @@ def control_paired_table(rows: list) -> list:
     def key(r):  # the same batches and schedule: seed, steps, learning rates, text mixture
         recipe = row_recipe(r)
         return (r["seed"], r["train_steps"], r["stage1_steps"], recipe["stage1_lr"], recipe["stage2_lr"],
-                r.get("task_near_share"))
+                r.get("task_near_share"), r.get("teacher_text_share"))
 
     controls = {key(r): r for r in train if r["method"] == "none"}
     lines = []

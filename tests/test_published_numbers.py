@@ -151,6 +151,26 @@ def test_leaderboard_rows_keep_the_recipe_they_ran_after_the_defaults_change():
     assert module.row_recipe(old_sd) != module.run_recipe(args, "self_distill")  # the old row is not today's arm
 
 
+def test_leaderboard_mixes_other_text_at_its_share_even_when_it_is_scarce():
+    """`mixed_windows` keeps the asked share of mixed-in windows: by adding them when they are plenty (the task-near
+    runs, whose batches must not change), by dropping corpus windows when they are few (the original model's text)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_bench_leaderboard", REPO / "bench" / "bench_leaderboard.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    corpus = [f"c{i}" for i in range(100)]
+    plenty, few = [f"n{i}" for i in range(500)], [f"n{i}" for i in range(30)]
+    mixed = module.mixed_windows(corpus, plenty, 0.5, seed=2)
+    assert sorted(w for w in mixed if w[0] == "c") == sorted(corpus) and sum(w[0] == "n" for w in mixed) == 100
+    assert mixed == module.shuffled(corpus + module.shuffled(plenty, 2)[:100], 2)  # as before the scarce case
+    scarce = module.mixed_windows(corpus, few, 0.5, seed=2)
+    assert sum(w[0] == "n" for w in scarce) == 30 and sum(w[0] == "c" for w in scarce) == 30
+    assert len(set(scarce)) == 60 and module.mixed_windows(corpus, few, 0.5, seed=2) == scarce
+    assert sum(w[0] == "n" for w in module.mixed_windows(corpus, few, 0.25, seed=2)) == 30
+    assert len(module.mixed_windows(corpus, few, 0.25, seed=2)) == 120
+
+
 def test_draft_summary_gives_forward_costs_per_run_with_mean_and_std():
     import importlib.util
 
