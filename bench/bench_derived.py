@@ -48,6 +48,8 @@ DERIVED = [
     ("0.056", "{1.9472} - {1.8912}", ["self_distill.md"], "20 cross-entropy steps: fvt minus fvt_scaled, 2 seeds"),
     ("0.2", "abs({-3.2}) - 3", [LB], "self-distillation with task-near text, seed 3: ARC-Easy beyond the 3-point goal"),
     ("0.015", "{1.756} - {1.741}", [LB], "short stage 1 at 50 steps: fvt minus fvt_scaled"),
+    ("0.1", "{-3.1} - {-3.2}", [LB], "text the original model writes, seed 3: PIQA, the default minus with that text"),
+    ("2.3", "{-1.9} - {-4.2}", [LB], "text the original model writes, seed 3: ARC-Easy, the default minus with it"),
     ("0.021", "{1.910} - {1.889}", [LB], "right after the swap, gemma3: tokalign minus fvt (the largest such gap)"),
     ("14.4", "{14431914} / 1e6", ["alignment_seed0.md"], "alignment corpus size in MB"),
     ("0.22", "{0.7577} - {0.5418}", ["alignment_seeds.md"], "self-check P@1, gpt-neox -> gemma3: Procrustes + CSLS "
