@@ -157,6 +157,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--fit-new-words", action="store_true",
                         help="right after the swap, fit new whole words' input rows to the original model's hidden "
                              "states (tokswap.new_word_fit, default config; the model is untied)")
+    parser.add_argument("--fit-output-weight", type=float, default=0.0, metavar="W",
+                        help="with --fit-new-words: each fitted word's output row becomes W x its fitted input row + "
+                             "(1 - W) x its init (NewWordFitConfig.output_weight; the fit itself and its cache are "
+                             "the same for every W)")
     parser.add_argument("--fit-cache", default=str(Path(__file__).resolve().parents[2] / "bench-cache" / "new_word_fit"),
                         help="folder keeping fitted rows, keyed by the swapped rows they start from")
     parser.add_argument("--merge-original", nargs="+", type=float, default=None, metavar="W",
@@ -179,6 +183,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             setattr(args, key, value)
     if args.stage1_steps > args.train_steps:
         parser.error("--stage1-steps cannot exceed --train-steps")
+    if args.fit_output_weight and not args.fit_new_words:
+        parser.error("--fit-output-weight goes with --fit-new-words")
     if "unswapped_ce" in args.arms and (args.fit_new_words or args.fit_output_rows or args.merge_original):
         parser.error("--fit-new-words, --fit-output-rows and --merge-original act on a swap: not with arm unswapped_ce")
     # rows record the learning rates they ran with, so a later change of the library default cannot relabel them
@@ -752,7 +758,7 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
     output_fit = None
     if args.fit_output_rows:
         output_fit = fit_output_rows(model, tokenizer, alignments.train_texts, alignments.get(args.train_target, seed), args)
-    key = (init, seed, bool(fit), args.fit_output_rows)
+    key = (init, seed, bool(fit), args.fit_output_weight, args.fit_output_rows)
     if key not in after_swap_cache:
         after_swap_cache[key] = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
     curve = {0: after_swap_cache[key]}
@@ -847,7 +853,19 @@ def merged_rows(row: dict) -> list:
 
 def fit_new_words(model, tokenizer, teacher, source_tok, alignment, args) -> dict:
     """`tokswap.new_word_fit` on the swapped model (default config), its rows cached on disk by a hash of the rows it
-    starts from and the config (the fit is deterministic given those): the report's fields."""
+    starts from and the config (the fit is deterministic given those), then `--fit-output-weight` of each fitted input
+    row mixed into its output row: the report's fields."""
+    report = fit_new_word_inputs(model, tokenizer, teacher, source_tok, alignment, args)
+    if args.fit_output_weight:
+        from tokswap.new_word_fit import mix_output_rows
+
+        mix_output_rows(model, report.pop("rows"), args.fit_output_weight)
+    report.pop("rows", None)
+    return {**report, "output_weight": args.fit_output_weight}
+
+
+def fit_new_word_inputs(model, tokenizer, teacher, source_tok, alignment, args) -> dict:
+    """The input-row fit of `fit_new_words`, cached; the report's fields plus the fitted rows' ids (`rows`)."""
     import dataclasses
     import hashlib
 
@@ -863,7 +881,7 @@ def fit_new_words(model, tokenizer, teacher, source_tok, alignment, args) -> dic
         untie_embeddings(model)
         with torch.no_grad():
             model.get_input_embeddings().weight[saved["rows"]] = saved["values"].to(weight.dtype)
-        return {**saved["report"], "cached": True}
+        return {**saved["report"], "cached": True, "rows": saved["rows"].tolist()}
     before = weight.clone()
     report = fit_new_word_rows(model, teacher, alignment, source_tok, tokenizer, config,
                                progress=lambda line: print(line, file=sys.stderr, flush=True))
@@ -873,7 +891,7 @@ def fit_new_words(model, tokenizer, teacher, source_tok, alignment, args) -> dic
     partial = path.with_suffix(".tmp")
     torch.save({"rows": rows, "values": after[rows].clone(), "report": dataclasses.asdict(report)}, partial)
     partial.replace(path)
-    return dataclasses.asdict(report)
+    return {**dataclasses.asdict(report), "rows": rows.tolist()}
 
 
 def fit_output_rows(model, tokenizer, corpus_texts: list, alignment, args) -> dict:
@@ -944,6 +962,8 @@ def arm_label(row: dict) -> str:
         extra += f", {100 * row['teacher_text_share']:g}% text the original model wrote"
     if row.get("new_word_fit"):
         extra += ", new words' input rows fitted"
+        if row["new_word_fit"].get("output_weight"):
+            extra += f" (output rows {row['new_word_fit']['output_weight']:g} of them)"
     if row.get("output_row_fit"):
         extra += f", new tokens' output rows fitted on {row['output_row_fit']['texts']} text"
     if row.get("merge_original") is not None:
@@ -1046,6 +1066,7 @@ def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original)
         and row.get("task_near_share") == args.task_near_share
         and row.get("teacher_text_share") == args.teacher_text_share
         and bool(row.get("new_word_fit")) == args.fit_new_words
+        and (row.get("new_word_fit") or {}).get("output_weight", 0.0) == args.fit_output_weight
         and row.get("output_row_fit", {}).get("texts") == args.fit_output_rows
         for row in rows)
 

@@ -10,7 +10,14 @@ from conftest import tiny_llama
 
 from tokswap.alignment import RowSource, TokenAlignment
 from tokswap.loading import load_tokenizer
-from tokswap.new_word_fit import NewWordFitConfig, NewWordFitError, fit_new_word_rows, new_words, untie_embeddings
+from tokswap.new_word_fit import (
+    NewWordFitConfig,
+    NewWordFitError,
+    fit_new_word_rows,
+    mix_output_rows,
+    new_words,
+    untie_embeddings,
+)
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +116,40 @@ def test_fit_is_deterministic_and_batch_independent(smollm2):
     assert (results[0] - results[2]).abs().max() < 1e-3 * moved
 
 
+def test_output_weight_mixes_the_fitted_rows_into_the_output_rows_only(smollm2):
+    """`output_weight` w: each fitted word's output row is w x its fitted input row + (1 - w) x its init; every other
+    output row and every input row are what the fit alone gives."""
+    words = ["Ġhouse", "Ġwater", "Ġgarden"]
+    rows = _word_rows(smollm2, words)
+    teacher = tiny_llama(len(smollm2), tokenizer=smollm2, tied=True, layers=2, hidden=32, seed=3).eval()
+    start = copy.deepcopy(teacher)
+    with torch.no_grad():
+        start.get_input_embeddings().weight[rows] = torch.randn(
+            len(rows), 32, generator=torch.Generator().manual_seed(1)
+        )
+    init = start.get_input_embeddings().weight.detach().clone()
+    alignment = _identity_alignment(smollm2, rows)
+    students = {}
+    for weight in (0.0, 0.25, 1.0):
+        students[weight] = copy.deepcopy(start)
+        config = NewWordFitConfig(min_pieces=1, iterations=5, num_layers=2, output_weight=weight)
+        fit_new_word_rows(students[weight], teacher, alignment, smollm2, smollm2, config)
+    fitted = students[0.0].get_input_embeddings().weight.detach()
+    assert not torch.equal(fitted[rows], init[rows])
+    others = torch.ones(len(smollm2), dtype=torch.bool)
+    others[rows] = False
+    for weight, student in students.items():
+        assert torch.equal(student.get_input_embeddings().weight.detach(), fitted)
+        output = student.get_output_embeddings().weight.detach()
+        torch.testing.assert_close(output[rows], weight * fitted[rows] + (1 - weight) * init[rows])
+        assert torch.equal(output[others], init[others])
+
+
+def test_mix_output_rows_refuses_tied_embeddings():
+    with pytest.raises(NewWordFitError, match="untied"):
+        mix_output_rows(tiny_llama(64, tied=True), [3, 4], 0.5)
+
+
 def test_untie_embeddings_only_unties_tied_models(smollm2):
     tied = tiny_llama(64, tied=True)
     assert untie_embeddings(tied)
@@ -127,6 +168,8 @@ def test_untie_embeddings_only_unties_tied_models(smollm2):
         ({"learning_rate": float("nan")}, "learning_rate"),
         ({"word_pattern": "("}, "regular expression"),
         ({"max_words": -1}, "max_words"),
+        ({"output_weight": 1.5}, "output_weight"),
+        ({"output_weight": -0.1}, "output_weight"),
     ],
 )
 def test_config_validation(kwargs, message):

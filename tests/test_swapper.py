@@ -495,6 +495,9 @@ def test_cli_swap_fit_new_words(source_dir, target_dir, alignment_dir, tmp_path,
     args = ["swap", str(source_dir), str(target_dir), "--output", str(out), "--alignment", str(alignment_dir)]
     assert main(args + ["--fit-max-words", "30"]) == 2  # without --fit-new-words: a usage error
     assert "--fit-new-words" in capsys.readouterr().err
+    for bad in (["--fit-output-weight", "0.5"], ["--fit-new-words", "--fit-output-weight", "2"]):
+        assert main(args + bad) == 2  # without --fit-new-words, or out of 0-1
+        assert "--fit-output-weight" in capsys.readouterr().err
     assert main(args + ["--fit-new-words", "--fit-max-words", "30"]) == 0
     printed = capsys.readouterr().out
     assert "Fitted 30 new words' input rows" in printed
@@ -502,6 +505,17 @@ def test_cli_swap_fit_new_words(source_dir, target_dir, alignment_dir, tmp_path,
     assert record["new_word_fit"]["num_words"] == 30 and record["new_word_fit"]["max_words"] == 30
     model = AutoModelForCausalLM.from_pretrained(out)
     assert not model.config.tie_word_embeddings
+    # with --fit-output-weight 0.5 the same fit also moves those words' output rows halfway to their input rows
+    mixed_out = tmp_path / "cli-fit-mixed"
+    mixed_args = ["--fit-new-words", "--fit-max-words", "30", "--fit-output-weight", "0.5", "--output", str(mixed_out)]
+    assert main(args + mixed_args) == 0
+    assert json.loads((mixed_out / "tokswap_config.json").read_text())["new_word_fit"]["output_weight"] == 0.5
+    mixed = AutoModelForCausalLM.from_pretrained(mixed_out)
+    inputs, outputs = model.get_input_embeddings().weight, model.get_output_embeddings().weight
+    assert torch.equal(mixed.get_input_embeddings().weight, inputs)
+    moved = torch.nonzero((mixed.get_output_embeddings().weight != outputs).any(-1)).flatten()
+    assert len(moved) == 30
+    torch.testing.assert_close(mixed.get_output_embeddings().weight[moved], 0.5 * inputs[moved] + 0.5 * outputs[moved])
 
 
 def test_fit_output_rows_fits_new_rows_from_a_text_file(source_dir, target_dir, alignment_dir, tmp_path):

@@ -9,7 +9,8 @@ model's residual stream at the new token, after each of its first `num_layers` l
 at the word's last piece: the states every later token's attention reads. The teacher is the model before the swap,
 run once per word; the student's prefix is computed once and cached, so each step runs one position per word. Only
 the input rows change: a model with tied embeddings is untied first, so each new word's output row (which decides how
-likely the word is predicted) keeps its init.
+likely the word is predicted) keeps its init, unless `output_weight` mixes a share of the fitted input row into it (the
+source model was trained tied, so a word's input row is also a guess at its output row).
 
 The idea follows the hidden-state distillation of new-token embeddings of AweDist (Dobler et al., 2025); here the
 contexts are generic prefixes, so every new word is fitted, also words no corpus at hand contains.
@@ -54,6 +55,8 @@ class NewWordFitConfig:
             letters; word pieces without the space have no context to be read in).
         max_words (`int`, *optional*): fit at most this many words, lowest ids first (in a BPE vocabulary, the
             earliest merges), to bound the time.
+        output_weight (`float`): after the fit, each fitted word's output row becomes this share of its fitted input
+            row plus the rest of its init (0, the default, leaves output rows alone).
     """
 
     prefixes: Tuple[str, ...] = field(
@@ -74,6 +77,13 @@ class NewWordFitConfig:
     max_words: Optional[int] = field(
         default=None, metadata={"help": "Fit at most this many words, lowest ids first (BPE: earliest merges)."}
     )
+    output_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "Share of each fitted input row mixed into the word's output row: 0 keeps the output row's "
+            "init, 1 copies the fitted row (what a tied model would use)."
+        },
+    )
 
     def __post_init__(self):
         self.prefixes = tuple(self.prefixes)
@@ -86,6 +96,8 @@ class NewWordFitConfig:
             raise NewWordFitError(f"max_words must be >= 0 (got {self.max_words}).")
         if self.max_pieces < self.min_pieces:
             raise NewWordFitError("max_pieces must be >= min_pieces.")
+        if not 0.0 <= self.output_weight <= 1.0:
+            raise NewWordFitError(f"output_weight must be in [0, 1] (got {self.output_weight}).")
         if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
             raise NewWordFitError(f"learning_rate must be a positive number (got {self.learning_rate}).")
         try:
@@ -199,6 +211,17 @@ def untie_embeddings(model) -> bool:
     if outputs.weight.data_ptr() == inputs.weight.data_ptr():
         raise NewWordFitError("Could not untie the input and output embeddings.")
     return True
+
+
+def mix_output_rows(model, rows: Sequence[int], weight: float) -> None:
+    """Output rows `rows` become `weight` x their input rows + (1 - `weight`) x themselves (the model must be untied)."""
+    inputs, outputs = model.get_input_embeddings().weight, model.get_output_embeddings().weight
+    if outputs is inputs:
+        raise NewWordFitError("mix_output_rows needs untied embeddings (see untie_embeddings).")
+    index = torch.tensor(list(rows), dtype=torch.long, device=outputs.device)
+    with torch.no_grad():
+        mixed = weight * inputs[index].to(outputs.dtype) + (1.0 - weight) * outputs[index]
+        outputs[index] = mixed
 
 
 def _usable_prefixes(words: List[NewWord], prefixes, source_tokenizer, target_tokenizer) -> List[Tuple[int, ...]]:
@@ -357,6 +380,8 @@ def fit_new_word_rows(
                     f"new words: batch {number}/{len(batches)}, {fitted} rows, matching loss "
                     f"{float(first.mean()):.3f} -> {float(last.mean()):.3f}, {time.perf_counter() - started:.0f}s"
                 )
+    if config.output_weight > 0 and words:
+        mix_output_rows(model, [w.row for w in words], config.output_weight)
     return NewWordFitReport(
         num_words=fitted,
         loss_before=before_sum / max(fitted, 1),

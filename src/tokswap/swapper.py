@@ -358,7 +358,8 @@ class TokenizerSwapper:
 
         Runs `tokswap.new_word_fit.fit_new_word_rows` with the model before the swap as the teacher (reloaded from
         `source_model`, or `teacher_model` / `teacher_tokenizer`). A model with tied embeddings is untied (the
-        output rows keep their init). Call it right after `from_pretrained`, before `train`.
+        output rows keep their init, or take `config.output_weight` of the fitted rows). Call it right after
+        `from_pretrained`, before `train`.
 
         Args:
             config ([`NewWordFitConfig`], *optional*): which words and how (default: every new token that is a space

@@ -94,12 +94,22 @@ def _add_fit_arguments(parser) -> None:
         default=None,
         help="with --fit-new-words: fit at most this many words, lowest ids first (default: all)",
     )
+    parser.add_argument(
+        "--fit-output-weight",
+        type=float,
+        default=None,
+        metavar="W",
+        help="with --fit-new-words: each fitted word's output row becomes W x its fitted input row + (1 - W) x its "
+        "init (0-1; default 0: output rows keep their init)",
+    )
 
 
 def _cli_swap(args) -> int:
     check_output_dir(args.output, args.overwrite, TOKSWAP_CONFIG_NAME)  # before minutes of loading and surgery
     if args.fit_max_words is not None and (args.fit_max_words < 1 or not args.fit_new_words):
         raise SwapperError("--fit-max-words takes a positive number and goes with --fit-new-words.")
+    if args.fit_output_weight is not None and (not 0 <= args.fit_output_weight <= 1 or not args.fit_new_words):
+        raise SwapperError("--fit-output-weight takes a number from 0 to 1 and goes with --fit-new-words.")
     fit_text = args.corpus if args.fit_output_rows is True else args.fit_output_rows
     if args.fit_output_rows and not fit_text:
         raise SwapperError("--fit-output-rows needs text: give a file or folder after it, or --corpus.")
@@ -123,7 +133,9 @@ def _cli_swap(args) -> int:
     if args.fit_new_words:
         from tokswap.new_word_fit import NewWordFitConfig
 
-        report = swapper.fit_new_words(NewWordFitConfig(max_words=args.fit_max_words))
+        report = swapper.fit_new_words(
+            NewWordFitConfig(max_words=args.fit_max_words, output_weight=args.fit_output_weight or 0.0)
+        )
         print(
             f"Fitted {report.num_words} new words' input rows (matching loss {report.loss_before:.3f} -> "
             f"{report.loss_after:.3f}, {report.seconds:.0f} s)"
