@@ -134,7 +134,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--sparse-embedding-updates", action="store_const", const=True, default=None,
                         help="a row of the embeddings / head learns only from batches holding its token")
     for part, what in (("ce", "cross-entropy"), ("likelihood", "chunk likelihoods"), ("hidden", "hidden states"),
-                       ("prediction", "next-token distribution at shared boundaries, grouped by leading piece")):
+                       ("prediction", "next-token distribution at shared boundaries, grouped by leading piece"),
+                       ("split", "division of each leading-piece group among the new vocabulary's merges")):
         parser.add_argument(f"--sd-{part}-weight", type=float, default=None,
                             help=f"self_distill arm: weight of the {what} (default: VocabAdaptationConfig's)")
     parser.add_argument("--task-near-share", type=float, default=None,
@@ -914,6 +915,7 @@ RECIPE_FIELDS = {"stage1_lr": "stage1_learning_rate", "stage2_lr": "stage2_learn
                  "sd_likelihood_weight": "self_distill_likelihood_weight",
                  "sd_hidden_weight": "self_distill_hidden_weight",
                  "sd_prediction_weight": "self_distill_prediction_weight",
+                 "sd_split_weight": "self_distill_split_weight",
                  "sparse_embedding_updates": "sparse_embedding_updates"}
 
 

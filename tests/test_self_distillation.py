@@ -341,6 +341,108 @@ def test_loss_is_zero_for_the_same_model_and_tokenizer(student_tokenizer):
         assert out.ce_sum.item() > 0  # the cross-entropy part alone is not zero
 
 
+def _naive_split(student, teacher, student_tokenizer, teacher_tokenizer, batch, groups):
+    """Full-logit reference of the split part: each chunk's first teacher token, its group's members spelled
+    again with the teacher tokenizer, one chunk at a time."""
+    s_lp = torch.log_softmax(student(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, -1)
+    with torch.no_grad():
+        t_lp = torch.log_softmax(
+            teacher(input_ids=batch["teacher_input_ids"], attention_mask=batch["teacher_attention_mask"]).logits, -1
+        )
+    student_text = {i: student_tokenizer.decode([i]) for i in range(len(student_tokenizer))}
+    total, scored = 0.0, 0
+    for b in range(batch["input_ids"].shape[0]):
+        sc, tc = batch["student_chunks"][b].tolist(), batch["teacher_chunks"][b].tolist()
+        for c in range(max(sc) + 1):
+            s_first = sc.index(c)
+            t_first = tc.index(c)
+            first = int(batch["teacher_input_ids"][b, t_first])
+            members = [v for v in range(len(student_tokenizer)) if int(groups.student[v]) == first]
+            seconds = {}
+            for v in members:
+                pieces = teacher_tokenizer.encode(student_text[v], add_special_tokens=False)
+                assert pieces[0] == first
+                seconds.setdefault(pieces[1] if len(pieces) > 1 else -1, []).append(v)
+            if len(seconds) < 2:
+                continue
+            scored += 1
+            p = {k: (t_lp[b, t_first, k].exp() if k >= 0 else None) for k in seconds}
+            if -1 in p:
+                p[-1] = 1 - sum(x for k, x in p.items() if k >= 0)
+            norm = sum(p.values())
+            student_probs = s_lp[b, s_first - 1].exp()
+            group = sum(student_probs[v] for v in members)
+            for k, vs in seconds.items():
+                q = p[k] / norm
+                share = sum(student_probs[v] for v in vs) / group
+                total = total + q * (torch.log(q) - torch.log(share))
+    return total, scored
+
+
+def test_split_kl_equals_full_logit_reference(student_tokenizer, teacher_tokenizer):
+    _, batch = _batch(student_tokenizer, teacher_tokenizer, [t[: 40 + 13 * i] for i, t in enumerate(TEXTS[:3])])
+    student = llama(len(student_tokenizer), seed=0)
+    teacher = llama(len(teacher_tokenizer), seed=1)
+    groups = leading_piece_groups(student_tokenizer, teacher_tokenizer, len(student_tokenizer), len(teacher_tokenizer))
+    assert groups.splits
+    s_hidden = student(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True
+    ).hidden_states[-1]
+    with torch.no_grad():
+        t_hidden = teacher(
+            input_ids=batch["teacher_input_ids"],
+            attention_mask=batch["teacher_attention_mask"],
+            output_hidden_states=True,
+        ).hidden_states[-1]
+    reference, scored = _naive_split(student, teacher, student_tokenizer, teacher_tokenizer, batch, groups)
+    assert scored > 3  # several boundaries have a group to divide
+    for chunk_size in (2, 1000):
+        out = self_distillation_loss(
+            s_hidden,
+            t_hidden,
+            batch["input_ids"],
+            batch["teacher_input_ids"],
+            batch["student_chunks"],
+            batch["teacher_chunks"],
+            student.lm_head,
+            teacher.lm_head,
+            labels=batch["labels"],
+            ce_weight=0.0,
+            likelihood_weight=0.0,
+            hidden_weight=0.0,
+            split_weight=0.5,
+            groups=groups,
+            chunk_size=chunk_size,
+        )
+        assert out.split_sum > 0 and torch.allclose(out.split_sum, reference.detach(), rtol=0, atol=1e-6)
+        want_loss = 0.5 * reference / out.num_tokens
+        assert torch.allclose(out.loss, want_loss, rtol=0, atol=1e-6)
+        params = [student.lm_head.weight, student.model.layers[0].mlp.up_proj.weight]
+        got = torch.autograd.grad(out.loss, params, retain_graph=True)
+        want = torch.autograd.grad(want_loss, params, retain_graph=True)
+        for g, w in zip(got, want):
+            assert torch.allclose(g, w, rtol=0, atol=1e-6)
+
+
+def test_split_is_empty_for_one_tokenizer_and_finds_real_merges(student_tokenizer):
+    same = leading_piece_groups(student_tokenizer, student_tokenizer, len(student_tokenizer), len(student_tokenizer))
+    assert same.splits == {}  # nothing the teacher spells in pieces: the part is zero
+    source, qwen = load_tokenizer("smollm2"), load_tokenizer("qwen2.5")
+    groups = leading_piece_groups(qwen, source, len(qwen), len(source))
+    spelled = lambda tok, text: tok.encode(text, add_special_tokens=False)  # noqa: E731
+    for word in (" whipping", " mascara", " cashier"):
+        (new_id,) = spelled(qwen, word)
+        original = spelled(source, word)
+        assert len(original) >= 2, word
+        members, slot, seconds = groups.splits[original[0]]
+        where = (members == new_id).nonzero().flatten()
+        assert len(where) == 1 and int(seconds[slot[where[0]]]) == original[1], word
+        # the member spelled with the leading piece alone has the slot -1
+        alone = spelled(qwen, source.decode([original[0]]))
+        if len(alone) == 1:
+            assert int(seconds[slot[(members == alone[0]).nonzero().flatten()[0]]]) == -1
+
+
 def test_config_validation(tmp_path):
     with pytest.raises(SelfDistillationError):
         SelfDistillationConfig(output_dir=str(tmp_path), likelihood_loss="mse")

@@ -17,6 +17,9 @@ both end a token at the same byte, both models have read the same text, and the 
   against the teacher's distribution at the boundary, kept to the teacher tokens spelled with the pieces read so
   far and summed by the piece each continues with. Unlike the chunk likelihood, it reaches every row the teacher
   gives mass, not only the tokens the text holds;
+- divide each group's mass among the new vocabulary's merges as the teacher does, weight `split_weight`: where the
+  text's next teacher token (" wh") starts merges the student has (" whipping", " whale"), the teacher's
+  distribution after reading it weighs them (`tokswap.group_split`);
 - plus the ordinary next-token cross-entropy on its own tokens, weight `ce_weight`.
 
 All parts are sums over the batch divided by the number of scored student tokens in the whole
@@ -85,6 +88,8 @@ class SelfDistillationConfig(SFTConfig):
         prediction_weight (`float`, defaults to `1.0`): weight of matching the teacher's next-token distribution at
             shared boundaries, grouped by leading piece. The defaults (cross-entropy + prediction) are the
             combination measured best in bench/results/leaderboard.md.
+        split_weight (`float`, defaults to `0.0`): weight of dividing each group's mass among the student's merges
+            as the teacher's next distribution after the group's piece does (`tokswap.group_split`).
         teacher_max_length (`int`, *optional*): teacher tokens per window (default `2 * max_length`).
         chunk_size (`int`, defaults to `256`): positions whose logits are computed at once.
     """
@@ -101,6 +106,13 @@ class SelfDistillationConfig(SFTConfig):
         metadata={
             "help": "Weight of matching the teacher's next-token distribution at shared boundaries, both grouped by "
             "the piece the next text starts with (tokswap.align.leading_pieces)."
+        },
+    )
+    split_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "Weight of dividing each leading-piece group's mass among the student's merges (' whipping' in "
+            "the group of ' wh') as the teacher's next-token distribution after that piece does."
         },
     )
     likelihood_loss: str = field(
@@ -127,7 +139,7 @@ class SelfDistillationConfig(SFTConfig):
         self.dataset_kwargs = {**(self.dataset_kwargs or {}), "skip_prepare_dataset": True}
         self.remove_unused_columns = False
         super().__post_init__()
-        weights = ("ce_weight", "likelihood_weight", "hidden_weight", "prediction_weight")
+        weights = ("ce_weight", "likelihood_weight", "hidden_weight", "prediction_weight", "split_weight")
         for name in weights:
             if not getattr(self, name) >= 0:
                 raise SelfDistillationError(f"{name} must be >= 0, got {getattr(self, name)}.")
@@ -251,6 +263,7 @@ class SelfDistillationLossOutput:
     num_tokens: int
     num_chunks: int
     prediction_sum: Optional[torch.Tensor] = None
+    split_sum: Optional[torch.Tensor] = None
 
 
 def _token_logprobs_chunk(hidden, targets, head, transform):
@@ -497,6 +510,13 @@ def _hidden_sum(pairs, student_chunks, teacher_chunks, num_chunks, offsets) -> t
     return total
 
 
+def _boundary_positions(student_chunks, teacher_chunks, num_chunks, offsets):
+    """Flat (student, teacher) positions that predict each chunk: the bos, or the previous chunk's last token."""
+    student_at = _first_positions(student_chunks, num_chunks, offsets) - 1
+    teacher_at = _first_positions(teacher_chunks, num_chunks, offsets) - 1
+    return student_at, teacher_at
+
+
 def _prediction_sum(
     student_hidden,
     teacher_hidden,
@@ -511,9 +531,7 @@ def _prediction_sum(
     **kwargs,
 ):
     """The prediction part: grouped KL at every shared boundary plus the continuation KL inside teacher tokens."""
-    # the position before a chunk's first token predicts it: the bos, or the previous chunk's last token
-    student_at = _first_positions(student_chunks, num_chunks, offsets) - 1
-    teacher_at = _first_positions(teacher_chunks, num_chunks, offsets) - 1
+    student_at, teacher_at = _boundary_positions(student_chunks, teacher_chunks, num_chunks, offsets)
     flat_student = student_hidden.reshape(-1, student_hidden.shape[-1])
     flat_teacher = teacher_hidden.reshape(-1, teacher_hidden.shape[-1]).detach()
     total = prediction_kl(
@@ -528,6 +546,32 @@ def _prediction_sum(
     if inside:
         total = total + inside_kl(flat_student, flat_teacher, inside, student_head, teacher_head, **kwargs)
     return total
+
+
+def _split_sum(
+    student_hidden,
+    teacher_hidden,
+    teacher_input_ids,
+    student_chunks,
+    teacher_chunks,
+    num_chunks,
+    offsets,
+    student_head,
+    teacher_head,
+    groups,
+    **kwargs,
+):
+    """The split part (`tokswap.group_split`): at each shared boundary whose next original token has merges in
+    the new vocabulary, KL of how the group's mass divides among them."""
+    from tokswap.group_split import split_kl, split_positions
+
+    student_at, teacher_at = _boundary_positions(student_chunks, teacher_chunks, num_chunks, offsets)
+    positions = split_positions(teacher_input_ids, teacher_at, student_at, groups.splits)
+    if not positions:
+        return student_hidden.new_zeros((), dtype=torch.float32)
+    flat_student = student_hidden.reshape(-1, student_hidden.shape[-1])
+    flat_teacher = teacher_hidden.reshape(-1, teacher_hidden.shape[-1]).detach()
+    return split_kl(flat_student, flat_teacher, positions, student_head, teacher_head, **kwargs)
 
 
 def self_distillation_loss(
@@ -546,6 +590,7 @@ def self_distillation_loss(
     hidden_weight: float = 1.0,
     likelihood_loss: str = "binary_kl",
     prediction_weight: float = 0.0,
+    split_weight: float = 0.0,
     groups=None,
     student_layers: Optional[list] = None,
     teacher_layers: Optional[list] = None,
@@ -562,10 +607,10 @@ def self_distillation_loss(
         student_chunks / teacher_chunks: chunk of each position within its row (-1: bos or padding).
         student_head / teacher_head: output heads (`get_output_embeddings()`).
         labels (*optional*): the student's scored tokens (-100 elsewhere); default: every chunked position.
-        ce_weight, likelihood_weight, hidden_weight, likelihood_loss, prediction_weight: see
+        ce_weight, likelihood_weight, hidden_weight, likelihood_loss, prediction_weight, split_weight: see
             [`SelfDistillationConfig`].
         groups ([`~tokswap.align.leading_pieces.LeadingPieceGroups`], *optional*): needed when `prediction_weight`
-            is > 0.
+            or `split_weight` is > 0.
         student_layers / teacher_layers (*optional*): lists of per-layer hidden states to match at the
             boundaries instead of the final ones (`hidden_layers="all"`).
         chunk_size (`int`): positions whose logits are computed at once.
@@ -590,7 +635,7 @@ def self_distillation_loss(
     offsets = torch.cumsum(per_row, 0) - per_row
     num_chunks = int(per_row.sum())
     total = student_hidden.new_zeros((), dtype=torch.float32) + 0.0 * student_hidden.sum()
-    ce_sum = likelihood_sum = hidden_sum = prediction_sum = torch.zeros((), device=device)
+    ce_sum = likelihood_sum = hidden_sum = prediction_sum = split_sum = torch.zeros((), device=device)
 
     need_logprobs = ce_weight > 0 or likelihood_weight > 0
     if need_logprobs:
@@ -612,27 +657,22 @@ def self_distillation_loss(
         )
         hidden_sum = _hidden_sum(pairs, student_chunks, teacher_chunks, num_chunks, offsets)
         total = total + hidden_weight * hidden_sum
-    if prediction_weight > 0 and num_chunks:
-        if groups is None:
-            raise SelfDistillationError("prediction_weight > 0 needs the rows' leading-piece groups (groups=).")
-        prediction_sum = _prediction_sum(
-            student_hidden,
-            teacher_hidden,
-            input_ids,
-            student_chunks,
-            teacher_chunks,
-            num_chunks,
-            offsets,
-            student_head,
-            teacher_head,
-            groups,
-            chunk_size=chunk_size,
-            student_transform=student_transform,
-            teacher_transform=teacher_transform,
+    if (prediction_weight > 0 or split_weight > 0) and num_chunks and groups is None:
+        raise SelfDistillationError(
+            "prediction_weight or split_weight > 0 needs the rows' leading-piece groups (groups=)."
         )
+    shared = (student_chunks, teacher_chunks, num_chunks, offsets, student_head, teacher_head, groups)
+    options = dict(chunk_size=chunk_size, student_transform=student_transform, teacher_transform=teacher_transform)
+    if prediction_weight > 0 and num_chunks:
+        prediction_sum = _prediction_sum(student_hidden, teacher_hidden, input_ids, *shared, **options)
         total = total + prediction_weight * prediction_sum
+    if split_weight > 0 and num_chunks:
+        split_sum = _split_sum(student_hidden, teacher_hidden, teacher_input_ids.to(device), *shared, **options)
+        total = total + split_weight * split_sum
     parts = (ce_sum.detach(), likelihood_sum.detach(), hidden_sum.detach())
-    return SelfDistillationLossOutput(total / normalizer, *parts, num_tokens, num_chunks, prediction_sum.detach())
+    return SelfDistillationLossOutput(
+        total / normalizer, *parts, num_tokens, num_chunks, prediction_sum.detach(), split_sum.detach()
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -723,7 +763,7 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
         self._student_transform = logits_transform(self.accelerator.unwrap_model(self.model))
         self._teacher_transform = logits_transform(teacher_model)
         self._groups = None
-        if args.prediction_weight > 0:
+        if args.prediction_weight > 0 or args.split_weight > 0:
             from tokswap.align.leading_pieces import leading_piece_groups
 
             self._groups = leading_piece_groups(
@@ -775,6 +815,7 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
             hidden_weight=self.args.hidden_weight,
             likelihood_loss=self.args.likelihood_loss,
             prediction_weight=self.args.prediction_weight,
+            split_weight=self.args.split_weight,
             groups=self._groups,
             student_layers=student_layers,
             teacher_layers=teacher_layers,
@@ -805,6 +846,10 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
             if self.args.prediction_weight > 0:
                 self._metrics[mode]["prediction_loss"].append(
                     (gather(out.prediction_sum.float().reshape(1)).sum() / chunks).item()
+                )
+            if self.args.split_weight > 0:
+                self._metrics[mode]["split_loss"].append(
+                    (gather(out.split_sum.float().reshape(1)).sum() / chunks).item()
                 )
 
 

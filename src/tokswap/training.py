@@ -246,6 +246,13 @@ class VocabAdaptationConfig:
             "boundaries, grouped by leading piece (0: off; with the cross-entropy, the measured best)."
         },
     )
+    self_distill_split_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "Self-distillation: weight of dividing each leading-piece group's mass among the new vocabulary's "
+            "merges as the original model's next-token distribution after that piece does (tokswap.group_split)."
+        },
+    )
     self_distill_likelihood_loss: str = field(
         default="binary_kl", metadata={"help": "Self-distillation chunk-likelihood loss: 'binary_kl' or 'abs'."}
     )
@@ -352,6 +359,7 @@ class VocabAdaptationConfig:
             likelihood_weight=self.self_distill_likelihood_weight,
             hidden_weight=self.self_distill_hidden_weight,
             prediction_weight=self.self_distill_prediction_weight,
+            split_weight=self.self_distill_split_weight,
             likelihood_loss=self.self_distill_likelihood_loss,
             hidden_layers=self.self_distill_hidden_layers,
             **kwargs,

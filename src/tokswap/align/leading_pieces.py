@@ -17,7 +17,10 @@ token's text alone versus in context), and the original model's grouped distribu
 where mass belongs, including on rows no text at hand holds. Inside an original token the new vocabulary spells in
 several pieces (after " d" of " dries") the original's distribution at the boundary still says what comes next:
 `continuations` lists, for each run of pieces that starts some original token's spelling, those tokens and the
-piece each continues with. Tokens without a byte meaning or whole characters
+piece each continues with. Within one group, `splits` says how its mass divides: the new-vocabulary tokens of
+the group of " wh" (" wh" itself, " whipping", " whale", ...) differ in the original's *second* token of their
+text ("ipping", "ale", or none), and the original's distribution after " wh" weighs those. Tokens without a byte
+meaning or whole characters
 (a byte of an emoji), special tokens, padding rows, and tokens whose text the original starts with such a byte
 share one "other" group. Original tokens whose group holds no new-vocabulary token get group -1
 (dropped; the distribution is renormalized over the rest).
@@ -44,12 +47,17 @@ class LeadingPieceGroups:
         continuations (`dict`): for a run of new-vocabulary pieces that starts an original token's spelling (" d"
             of " dries" = " d" + "ries"), the original tokens spelled so (`LongTensor`) and the piece each continues
             with (`LongTensor`): what the original predicts *inside* one of its tokens.
+        splits (`dict`): for an original token whose group holds new-vocabulary tokens that the original spells
+            in two or more pieces (" wh": " whipping" = " wh" + "ipping"), the group's members (`LongTensor`), the
+            slot of each (`LongTensor`) and the original's second token of each slot (`LongTensor`, -1: the member
+            spelled with that one token alone). Groups with a single slot are left out: nothing to divide.
     """
 
     student: torch.Tensor
     teacher: torch.Tensor
     num_groups: int
     continuations: Dict[Tuple[int, ...], Tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+    splits: Dict[int, Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = field(default_factory=dict)
 
 
 def _texts(tokenizer, rows: int) -> List[Optional[str]]:
@@ -65,11 +73,6 @@ def _texts(tokenizer, rows: int) -> List[Optional[str]]:
         except UnicodeDecodeError:
             continue
     return out
-
-
-def _first_ids(tokenizer, texts: List[Optional[str]]) -> List[int]:
-    """The first token id `tokenizer` spells each text with (-1 for None or an empty spelling)."""
-    return [ids[0] if ids else -1 for ids in _spellings(tokenizer, texts)]
 
 
 def _spellings(tokenizer, texts: List[Optional[str]]) -> List[List[int]]:
@@ -101,11 +104,12 @@ def leading_piece_groups(student_tokenizer, teacher_tokenizer, student_rows: int
     other = teacher_rows
     teacher_texts = _texts(teacher_tokenizer, teacher_rows)
     student_texts = _texts(student_tokenizer, student_rows)
+    student_spellings = _spellings(teacher_tokenizer, student_texts)
     # a leading piece without whole characters (a byte of an emoji) is "other" on the teacher's side too
     student = torch.tensor(
         [
             i if 0 <= i < teacher_rows and teacher_texts[i] is not None else other
-            for i in _first_ids(teacher_tokenizer, student_texts)
+            for i in (pieces[0] if pieces else -1 for pieces in student_spellings)
         ]
     )
     student_by_text = {}
@@ -130,7 +134,25 @@ def leading_piece_groups(student_tokenizer, teacher_tokenizer, student_rows: int
         teacher=teacher,
         num_groups=teacher_rows + 1,
         continuations=_continuations(spelled_with_student, student_rows),
+        splits=_splits(student_spellings, student.tolist(), other),
     )
+
+
+def _splits(spellings: List[List[int]], student_groups: List[int], other: int) -> Dict[int, Tuple[torch.Tensor, ...]]:
+    """{original token: (the group's members, each member's slot, each slot's second original token or -1)}."""
+    by_group: Dict[int, Tuple[list, list]] = {}
+    for student_id, (group, pieces) in enumerate(zip(student_groups, spellings)):
+        if group == other:
+            continue
+        members, seconds = by_group.setdefault(group, ([], []))
+        members.append(student_id)
+        seconds.append(pieces[1] if len(pieces) > 1 else -1)
+    out = {}
+    for group, (members, seconds) in by_group.items():
+        unique, slot = torch.unique(torch.tensor(seconds), return_inverse=True)
+        if len(unique) > 1:
+            out[group] = (torch.tensor(members), slot, unique)
+    return out
 
 
 def _continuations(spellings: List[List[int]], student_rows: int) -> Dict[Tuple[int, ...], Tuple[torch.Tensor, ...]]:
