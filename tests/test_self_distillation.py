@@ -396,7 +396,8 @@ def test_split_kl_equals_full_logit_reference(student_tokenizer, teacher_tokeniz
         ).hidden_states[-1]
     reference, scored = _naive_split(student, teacher, student_tokenizer, teacher_tokenizer, batch, groups)
     assert scored > 3  # several boundaries have a group to divide
-    for chunk_size in (2, 1000):
+    whole_head = torch.nn.Sequential(student.lm_head)  # not a plain Linear: run over the whole vocabulary
+    for chunk_size, head in ((2, student.lm_head), (1000, student.lm_head), (3, whole_head)):
         out = self_distillation_loss(
             s_hidden,
             t_hidden,
@@ -404,7 +405,7 @@ def test_split_kl_equals_full_logit_reference(student_tokenizer, teacher_tokeniz
             batch["teacher_input_ids"],
             batch["student_chunks"],
             batch["teacher_chunks"],
-            student.lm_head,
+            head,
             teacher.lm_head,
             labels=batch["labels"],
             ce_weight=0.0,
