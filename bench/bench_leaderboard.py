@@ -956,6 +956,8 @@ def arm_label(row: dict) -> str:
     if all(key in recipe for key in SD_WEIGHT_KEYS):
         weights = [recipe.pop(key) for key in SD_WEIGHT_KEYS]
         extra += ", sd weights ce {:g} / likelihood {:g} / hidden {:g} / prediction {:g}".format(*weights)
+        if recipe.get("sd_split_weight") is not None:
+            extra += f" / split {recipe.pop('sd_split_weight'):g}"
     extra += "".join(f", {key} {value}" if value is not True else f", {key.replace('_', ' ')}"
                      for key, value in recipe.items())
     if row.get("task_near_share") is not None:

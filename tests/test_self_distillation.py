@@ -449,6 +449,9 @@ def test_config_validation(tmp_path):
         SelfDistillationConfig(output_dir=str(tmp_path), likelihood_loss="mse")
     with pytest.raises(SelfDistillationError):
         SelfDistillationConfig(output_dir=str(tmp_path), ce_weight=0, prediction_weight=0)
+    with pytest.raises(SelfDistillationError):
+        SelfDistillationConfig(output_dir=str(tmp_path), split_weight=-1)
+    assert SelfDistillationConfig(output_dir=str(tmp_path), ce_weight=0, prediction_weight=0, split_weight=1)
     config = SelfDistillationConfig(output_dir=str(tmp_path))
     assert config.dataset_kwargs["skip_prepare_dataset"] and config.remove_unused_columns is False
 
@@ -519,7 +522,7 @@ def test_trainer_trains_student_not_teacher_and_logs_parts(student_tokenizer, te
     teacher = llama(len(teacher_tokenizer), seed=1, dtype=torch.float32)
     before_teacher = copy.deepcopy(teacher.state_dict())
     before = student.model.embed_tokens.weight.detach().clone()
-    config = _config(tmp_path, "run", max_steps=3)
+    config = _config(tmp_path, "run", max_steps=3, split_weight=0.5)
     trainer = SelfDistillationTrainer(
         model=student,
         teacher_model=teacher,
@@ -532,6 +535,7 @@ def test_trainer_trains_student_not_teacher_and_logs_parts(student_tokenizer, te
     logged = [e for e in trainer.state.log_history if "hidden_loss" in e]
     assert logged and all(math.isfinite(e["chunk_likelihood_loss"]) and e["ce_loss"] > 0 for e in logged)
     assert all(e["prediction_loss"] >= 0 for e in logged)  # on by default
+    assert all(e["split_loss"] > 0 for e in logged)  # the student's merges divide their groups unlike the teacher
     assert not torch.equal(before, student.model.embed_tokens.weight)
     assert all(torch.equal(v, teacher.state_dict()[k]) for k, v in before_teacher.items())
 
