@@ -82,34 +82,19 @@ def _slot_targets(teacher_logp: torch.Tensor, part: list):
     return tuple(torch.cat(parts) for parts in (rows, members, member_slots, slot_rows, log_q))
 
 
-def _runs(part: list) -> list:
-    """(start, stop, members) of each run of consecutive positions in one group (positions come sorted by group)."""
-    runs = []
-    for i, position in enumerate(part):
-        if runs and runs[-1][2] is position[2]:
-            runs[-1][1] = i + 1
-        else:
-            runs.append([i, i + 1, position[2]])
-    return runs
-
-
-def _member_logits(hidden, rows, members, runs, head):
-    """Logits of each position's group members, flat in position order. A plain linear head multiplies each run
-    of one group by that group's rows only (a group holds a few to a few thousand tokens, the vocabulary 150k);
-    any other head is run whole."""
+def _member_logits(hidden, rows, members, head):
+    """Logits of each position's group members, flat. A plain linear head is multiplied by the rows of the chunk's
+    members only (its groups hold a few thousand tokens at most, the vocabulary 150k); any other head runs whole."""
     weight, bias = getattr(head, "weight", None), getattr(head, "bias", None)
     if type(head) is not torch.nn.Linear or type(weight) not in (torch.Tensor, torch.nn.Parameter):
         return head(hidden)[rows, members]
-    parts = []
-    for start, stop, ids in runs:
-        ids = ids.to(weight.device)
-        part_bias = None if bias is None else bias.index_select(0, ids)
-        parts.append(F.linear(hidden[start:stop], weight.index_select(0, ids), part_bias).reshape(-1))
-    return torch.cat(parts)
+    unique, slot = torch.unique(members, return_inverse=True)
+    part_bias = None if bias is None else bias.index_select(0, unique)
+    return F.linear(hidden, weight.index_select(0, unique), part_bias)[rows, slot]
 
 
-def _split_kl_chunk(hidden, rows, members, member_slots, slot_rows, log_q, runs, head, transform):
-    member_logits = transform(_member_logits(hidden, rows, members, runs, head))
+def _split_kl_chunk(hidden, rows, members, member_slots, slot_rows, log_q, head, transform):
+    member_logits = transform(_member_logits(hidden, rows, members, head))
     member_logits = member_logits.float() if member_logits.dtype in (torch.float16, torch.bfloat16) else member_logits
     slot_lse = _segment_logsumexp(member_logits, member_slots, len(log_q))
     group_lse = _segment_logsumexp(member_logits, rows, hidden.shape[0])
@@ -141,8 +126,6 @@ def split_kl(
     device = student_hidden.device
     total = student_hidden.new_zeros((), dtype=torch.float32)
     recompute = torch.is_grad_enabled() and student_hidden.requires_grad
-    # one group's positions side by side (its first member names it)
-    positions = sorted(positions, key=lambda position: int(position[2][0]))
     for start in range(0, len(positions), chunk_size):
         part = positions[start : start + chunk_size]
         with torch.no_grad():
@@ -151,7 +134,7 @@ def split_kl(
             logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
             targets = _slot_targets(torch.log_softmax(logits.to(device), dim=-1), part)
         hidden = student_hidden.index_select(0, torch.tensor([p[0] for p in part], device=device))
-        args = (hidden, *targets, _runs(part), student_head, student_transform or identity)
+        args = (hidden, *targets, student_head, student_transform or identity)
         if recompute:
             total = total + checkpoint(_split_kl_chunk, *args, use_reentrant=False)
         else:
