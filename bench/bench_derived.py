@@ -31,6 +31,8 @@ DERIVED = [
     ("0.043", "{1.563} - {1.520}", [LB], "output rows fitted, 200 steps, seeds 2, 3: the 1e-4 recipe minus the fit"),
     ("0.04", "{1.563} - {1.520}", [LB], "the same, to two decimals"),
     ("59.5", "100 * ({1.885} - {1.520}) / ({1.885} - {1.272})", [LB], "output rows fitted, 200 steps: gap closed, %"),
+    ("0.024", "{1.50485} - {1.48042}", [JSONL], "split term, 200 steps, seed 2: the default minus it"),
+    ("0.021", "{1.50115} - {1.47966}", [JSONL], "split term, 200 steps, seed 3: the default minus it"),
     ("0.013", "{1.563} - {1.550}", [LB], "prediction term, 200 steps, seeds 2, 3: the 1e-4 recipe (4 seeds) minus it"),
     ("0.013", "{1.57409} - {1.56148}", [JSONL], "sparse embedding updates, 200 steps, seed 3, minus the 1e-4 recipe"),
     ("0.012", "{1.5762} - {1.56384}", [JSONL], "sparse embedding updates, 200 steps, seed 2, minus the 1e-4 recipe"),
