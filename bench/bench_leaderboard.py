@@ -927,11 +927,12 @@ def recipe_overrides(source) -> dict:
 
 # learning rates of rows written before rows recorded them (the library's defaults of the time)
 UNRECORDED_LRS = {"stage1_lr": 6.4e-4, "stage2_lr": 5e-5}
-SD_WEIGHT_KEYS = ("sd_ce_weight", "sd_likelihood_weight", "sd_hidden_weight", "sd_prediction_weight")
-# self-distillation weights of rows written before every self-distilling row recorded all four (the defaults of
-# the time); rows written since record them, whatever the defaults become
+SD_WEIGHT_KEYS = ("sd_ce_weight", "sd_likelihood_weight", "sd_hidden_weight", "sd_prediction_weight",
+                  "sd_split_weight")
+# self-distillation weights of rows written before every self-distilling row recorded them all (the defaults of
+# the time: the split term came last, off); rows written since record them, whatever the defaults become
 UNRECORDED_SD_WEIGHTS = {"sd_ce_weight": 1.0, "sd_likelihood_weight": 1.0, "sd_hidden_weight": 1.0,
-                         "sd_prediction_weight": 0.0}
+                         "sd_prediction_weight": 0.0, "sd_split_weight": 0.0}
 
 
 def row_recipe(row: dict) -> dict:
@@ -954,10 +955,9 @@ def arm_label(row: dict) -> str:
     if row.get("arm") == "default" and row.get("recovery") != default_recovery():
         extra += f", {row.get('recovery')} recovery"  # the default of its time
     if all(key in recipe for key in SD_WEIGHT_KEYS):
-        weights = [recipe.pop(key) for key in SD_WEIGHT_KEYS]
+        *weights, split = [recipe.pop(key) for key in SD_WEIGHT_KEYS]
         extra += ", sd weights ce {:g} / likelihood {:g} / hidden {:g} / prediction {:g}".format(*weights)
-        if recipe.get("sd_split_weight") is not None:
-            extra += f" / split {recipe.pop('sd_split_weight'):g}"
+        extra += f" / split {split:g}" if split else ""  # named only where it ran: it came after most rows
     extra += "".join(f", {key} {value}" if value is not True else f", {key.replace('_', ' ')}"
                      for key, value in recipe.items())
     if row.get("task_near_share") is not None:
