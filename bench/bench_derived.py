@@ -33,6 +33,23 @@ DERIVED = [
     ("59.5", "100 * ({1.885} - {1.520}) / ({1.885} - {1.272})", [LB], "output rows fitted, 200 steps: gap closed, %"),
     ("0.024", "{1.50485} - {1.48042}", [JSONL], "split term, 200 steps, seed 2: the default minus it"),
     ("0.021", "{1.50115} - {1.47966}", [JSONL], "split term, 200 steps, seed 3: the default minus it"),
+    ("0.021", "{1.47923} - {1.45809}", [JSONL], "split term, 200 steps, seed 0: the recipe without it minus it"),
+    ("0.024", "{1.51085} - {1.48688}", [JSONL], "split term, 200 steps, seed 1: the recipe without it minus it"),
+    ("0.023", "(({1.47923} - {1.45809}) + ({1.51085} - {1.48688}) + ({1.50485} - {1.48042}) + ({1.50115} - {1.47966}))"
+     " / 4", [JSONL], "split term, 200 steps: the recipe without it minus it, mean over seeds 0-3"),
+    ("0.049", "(({1.5086} - {1.45809}) + ({1.53503} - {1.48688}) + ({1.527} - {1.48042}) + ({1.52961} - {1.47966})) / 4",
+     [JSONL], "200 steps: cross-entropy minus the default (with the split term), mean over seeds 0-3"),
+    ("38.1", "{66.7} - {28.6}", [LB], "200 steps: gap closed, the default (with the split term) minus the paper's split"),
+    ("8.0", "{66.7} - {58.7}", [LB], "200 steps: gap closed, the default (with the split term) minus cross-entropy"),
+    ("-3.48", "({-3.7} + {-5.4} + {-2.3} + {-2.5}) / 4", [LB], "the default (with the split term) at 200 steps, "
+     "ARC-Easy paired with the unswapped model: mean of seeds 0-3"),
+    ("-3.13", "({-3.0} + {-3.9} + {-3.1} + {-2.5}) / 4", [LB], "the same for PIQA"),
+    ("0.48", "abs(({-3.7} + {-5.4} + {-2.3} + {-2.5}) / 4) - 3", [LB], "the default at 200 steps: ARC-Easy's mean "
+     "beyond the 3-point goal"),
+    ("0.13", "abs(({-3.0} + {-3.9} + {-3.1} + {-2.5}) / 4) - 3", [LB], "the same for PIQA"),
+    ("0.3", "({-4.2} + {-5.1} + {-1.6} + {-1.9}) / 4 - ({-3.7} + {-5.4} + {-2.3} + {-2.5}) / 4", [LB],
+     "ARC-Easy at 200 steps, mean of seeds 0-3: the recipe without the split term minus the default with it"),
+    ("0.1", "({-2.9} + {-3.6} + {-2.6} + {-3.1}) / 4 - ({-3.0} + {-3.9} + {-3.1} + {-2.5}) / 4", [LB], "the same for PIQA"),
     ("0.013", "{1.563} - {1.550}", [LB], "prediction term, 200 steps, seeds 2, 3: the 1e-4 recipe (4 seeds) minus it"),
     ("0.013", "{1.57409} - {1.56148}", [JSONL], "sparse embedding updates, 200 steps, seed 3, minus the 1e-4 recipe"),
     ("0.012", "{1.5762} - {1.56384}", [JSONL], "sparse embedding updates, 200 steps, seed 2, minus the 1e-4 recipe"),
@@ -68,10 +85,10 @@ DERIVED = [
     ("0.121", "{2.006} - {1.885}", [LB], "qwen2.5, 4 kB set, right after the swap: fvt minus fvt_scaled"),
     ("0.150", "{2.103} - {1.953}", [LB], "llama3, 4 kB set, right after the swap: fvt minus fvt_scaled"),
     ("0.107", "{2.032} - {1.925}", [LB], "gpt-neox, 4 kB set, right after the swap: fvt minus fvt_scaled"),
-    ("0.0183", "{1.7681} - {1.7498}", ["demo_run_seed1.md", "demo_run.md"], "demo after training: seed 1 minus seed 0"),
-    ("29.3", "100 * ({1.9873} - {1.7498}) / ({1.9873} - {1.1765})", ["demo_run.md"], "demo, seed 0: share of the "
+    ("0.0260", "{1.7608} - {1.7348}", ["demo_run_seed1.md", "demo_run.md"], "demo after training: seed 1 minus seed 0"),
+    ("31.1", "100 * ({1.9873} - {1.7348}) / ({1.9873} - {1.1765})", ["demo_run.md"], "demo, seed 0: share of the "
      "swap's damage repaired, %"),
-    ("27.0", "100 * ({1.9873} - {1.7681}) / ({1.9873} - {1.1765})", ["demo_run_seed1.md"], "demo, seed 1: share of "
+    ("27.9", "100 * ({1.9873} - {1.7608}) / ({1.9873} - {1.1765})", ["demo_run_seed1.md"], "demo, seed 1: share of "
      "the swap's damage repaired, %"),
     ("15.4", "{44.0} - {28.6}", [LB], "gap closed at 200 steps: stage 2 at 5e-5 minus the paper's split, 2 seeds each"),
     ("0.052", "{1.793} - {1.741}", [LB], "50 steps: the paper's split minus the short stage 1 at 5e-5"),

@@ -213,8 +213,8 @@ def train_and_distill():
 After a swap only the embeddings are new. TokAlign's recipe trains in two stages: first the
 embeddings and `lm_head` alone (lr 6.4e-4), then everything (lr 2e-4). By default both stages are
 self-distilled from the model before the swap: on the same text, read in its own tokens, it teaches the
-swapped model its next-token predictions wherever both tokenizations end a token at the same byte, beside
-the ordinary cross-entropy (`recovery="ce"` turns that off and trains faster). Once the model speaks the
+swapped model its next-token predictions wherever both tokenizations end a token at the same byte (down to
+how they divide among the new vocabulary's longer tokens), beside the ordinary cross-entropy (`recovery="ce"` turns that off and trains faster). Once the model speaks the
 teacher's tokenizer it can also be distilled from it token by token (cross-entropy + KL to the
 teacher). Bits per byte compare the model before and after fairly across tokenizers.
 

@@ -147,11 +147,11 @@ def test_leaderboard_rows_keep_the_recipe_they_ran_after_the_defaults_change():
         "--sd-likelihood-weight": "0",
         "--sd-hidden-weight": "0",
         "--sd-prediction-weight": "1",
-        "--sd-split-weight": "0",
+        "--sd-split-weight": "1",
     }
     assert module.row_recipe(new_sd)["sd_prediction_weight"] == 1.0
-    assert "split" not in module.arm_label(new_sd)  # named only where it ran
-    assert module.arm_label({**new_sd, "sd_split_weight": 1.0}).endswith("prediction 1 / split 1)")
+    assert module.arm_label(new_sd).endswith("prediction 1 / split 1)")
+    assert "split" not in module.arm_label(old_sd)  # named only where it ran
     assert module.row_recipe(old_sd) != module.run_recipe(args, "self_distill")  # the old row is not today's arm
 
 

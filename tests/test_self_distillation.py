@@ -448,7 +448,7 @@ def test_config_validation(tmp_path):
     with pytest.raises(SelfDistillationError):
         SelfDistillationConfig(output_dir=str(tmp_path), likelihood_loss="mse")
     with pytest.raises(SelfDistillationError):
-        SelfDistillationConfig(output_dir=str(tmp_path), ce_weight=0, prediction_weight=0)
+        SelfDistillationConfig(output_dir=str(tmp_path), ce_weight=0, prediction_weight=0, split_weight=0)
     with pytest.raises(SelfDistillationError):
         SelfDistillationConfig(output_dir=str(tmp_path), split_weight=-1)
     assert SelfDistillationConfig(output_dir=str(tmp_path), ce_weight=0, prediction_weight=0, split_weight=1)

@@ -86,10 +86,10 @@ class SelfDistillationConfig(SFTConfig):
         hidden_layers (`str`, defaults to `"last"`): `"last"` (the final, normed hidden state) or `"all"`
             (every layer's output, averaged).
         prediction_weight (`float`, defaults to `1.0`): weight of matching the teacher's next-token distribution at
-            shared boundaries, grouped by leading piece. The defaults (cross-entropy + prediction) are the
-            combination measured best in bench/results/leaderboard.md.
-        split_weight (`float`, defaults to `0.0`): weight of dividing each group's mass among the student's merges
-            as the teacher's next distribution after the group's piece does (`tokswap.group_split`).
+            shared boundaries, grouped by leading piece.
+        split_weight (`float`, defaults to `1.0`): weight of dividing each group's mass among the student's merges
+            as the teacher's next distribution after the group's piece does (`tokswap.group_split`). The defaults
+            (cross-entropy + prediction + split) are the combination measured best in bench/results/leaderboard.md.
         teacher_max_length (`int`, *optional*): teacher tokens per window (default `2 * max_length`).
         chunk_size (`int`, defaults to `256`): positions whose logits are computed at once.
     """
@@ -109,7 +109,7 @@ class SelfDistillationConfig(SFTConfig):
         },
     )
     split_weight: float = field(
-        default=0.0,
+        default=1.0,
         metadata={
             "help": "Weight of dividing each leading-piece group's mass among the student's merges (' whipping' in "
             "the group of ' wh') as the teacher's next-token distribution after that piece does."

@@ -247,10 +247,11 @@ class VocabAdaptationConfig:
         },
     )
     self_distill_split_weight: float = field(
-        default=0.0,
+        default=1.0,
         metadata={
             "help": "Self-distillation: weight of dividing each leading-piece group's mass among the new vocabulary's "
-            "merges as the original model's next-token distribution after that piece does (tokswap.group_split)."
+            "merges as the original model's next-token distribution after that piece does (tokswap.group_split; "
+            "0: off; with the prediction term, the measured best)."
         },
     )
     self_distill_likelihood_loss: str = field(
