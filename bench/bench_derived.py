@@ -39,6 +39,11 @@ DERIVED = [
      " / 4", [JSONL], "split term, 200 steps: the recipe without it minus it, mean over seeds 0-3"),
     ("0.049", "(({1.5086} - {1.45809}) + ({1.53503} - {1.48688}) + ({1.527} - {1.48042}) + ({1.52961} - {1.47966})) / 4",
      [JSONL], "200 steps: cross-entropy minus the default (with the split term), mean over seeds 0-3"),
+    ("0.013", "{1.6691} - {1.65633}", [JSONL], "split term, 50 steps (10 + 40), seed 2: the recipe without it minus it"),
+    ("0.015", "{1.66087} - {1.64603}", [JSONL], "split term, 50 steps (10 + 40), seed 3: the recipe without it minus it"),
+    ("0.022", "{1.67881} - {1.65633}", [JSONL], "50 steps (10 + 40), seed 2: cross-entropy minus the default (split term)"),
+    ("0.024", "{1.67011} - {1.64603}", [JSONL], "50 steps (10 + 40), seed 3: cross-entropy minus the default (split term)"),
+    ("23.2", "{38.2} - {15.0}", [LB], "50 steps: gap closed, the default (with the split term) minus the paper's split"),
     ("38.1", "{66.7} - {28.6}", [LB], "200 steps: gap closed, the default (with the split term) minus the paper's split"),
     ("8.0", "{66.7} - {58.7}", [LB], "200 steps: gap closed, the default (with the split term) minus cross-entropy"),
     ("-3.48", "({-3.7} + {-5.4} + {-2.3} + {-2.5}) / 4", [LB], "the default (with the split term) at 200 steps, "

@@ -1202,7 +1202,7 @@ def train_table(rows: list) -> list:
         lines += ["", "Unswapped SmolLM2 zero-shot (acc / acc_norm, n): " + "; ".join(", ".join(
             f"{t} {r['zero_shot'][t]['acc']:.3f} / {r['zero_shot'][t]['acc_norm']:.3f} "
             f"({r['zero_shot'][t]['num_examples']})" for t in tasks if t in r["zero_shot"]) for r in original)]
-    return lines + paired_zero_shot_table(rows) + control_paired_table(rows)
+    return lines + paired_zero_shot_table(rows) + pooled_paired_table(rows) + control_paired_table(rows)
 
 
 def paired_cells(result: dict, reference: dict) -> str:
@@ -1238,6 +1238,60 @@ def paired_zero_shot_table(rows: list) -> list:
             "interval: difference ± 1.96 standard errors):", "",
             "| arm | scored | task | questions | unswapped acc | arm acc | difference (points) | 95% interval |",
             "|---|---|---|---:|---:|---:|---:|---|", *lines]
+
+
+GOAL_POINTS = 3.0  # issue 12: zero-shot after 200 steps within 3 points of the original model
+
+
+def pooled_difference(results: list, original: dict) -> dict:
+    """An arm's seeds on the same questions against the unswapped model: the mean difference in points, its
+    standard error over questions (of each question's seed-averaged difference) and over seeds (of the per-seed
+    differences), and the 95% interval on the larger of the two."""
+    per_seed = [[int(a) - int(b) for a, b in zip(r["correct"], original["correct"], strict=True)] for r in results]
+    per_question = [statistics.mean(column) for column in zip(*per_seed)]
+    seed_means = [100 * statistics.mean(diffs) for diffs in per_seed]
+    mean = statistics.mean(seed_means)
+    se_questions = 100 * statistics.stdev(per_question) / math.sqrt(len(per_question))
+    se_seeds = statistics.stdev(seed_means) / math.sqrt(len(seed_means))
+    half = 1.96 * max(se_questions, se_seeds)
+    return {"mean": mean, "se_questions": se_questions, "se_seeds": se_seeds, "low": mean - half, "high": mean + half}
+
+
+def goal_verdict(low: float, high: float) -> str:
+    """Where the goal's line (-GOAL_POINTS) lies against a 95% interval of the difference."""
+    if low >= -GOAL_POINTS:
+        return "within (the whole interval)"
+    if high < -GOAL_POINTS:
+        return "missed (the whole interval)"
+    return "undecided (the line is inside the interval)"
+
+
+def pooled_paired_table(rows: list) -> list:
+    """Arms scored on two or more seeds, pooled: is the zero-shot goal met, missed, or not decided by the noise?"""
+    originals = {(task, r["num_examples"]): r for row in rows if row["phase"] == "original_zero_shot"
+                 for task, r in row["zero_shot"].items() if "correct" in r}
+    groups = {}
+    for r in rows:
+        if r["phase"] != "train" or "error" in r:
+            continue
+        for task, result in r.get("zero_shot", {}).items():
+            if "correct" in result and (task, result["num_examples"]) in originals:
+                groups.setdefault((arm_label(r), task, result["num_examples"]), []).append(result)
+    lines = []
+    for (label, task, questions), results in groups.items():
+        if len(results) < 2:
+            continue
+        p = pooled_difference(results, originals[(task, questions)])
+        lines.append(f"| {label} | {task} | {len(results)} | {questions} | {p['mean']:+.2f} | {p['se_questions']:.2f} | "
+                     f"{p['se_seeds']:.2f} | {p['low']:+.1f} to {p['high']:+.1f} | {goal_verdict(p['low'], p['high'])} |")
+    if not lines:
+        return []
+    return ["", f"Pooled over seeds (arms with two or more seeds on the same questions): the mean of the per-seed "
+            "paired differences, its standard error over questions (of each question's seed-averaged difference) "
+            "and over seeds, a 95% interval on the larger, and where the goal's line (within "
+            f"{GOAL_POINTS:g} points of the unswapped model) falls against it:", "",
+            "| arm | task | seeds | questions | difference (points) | se, questions | se, seeds | 95% interval | "
+            f"within {GOAL_POINTS:g} points |", "|---|---|---:|---:|---:|---:|---:|---|---|", *lines]
 
 
 def control_paired_table(rows: list) -> list:

@@ -6,10 +6,11 @@ order, by arm:
 
 - `ce`: `SelfDistillationTrainer` with only the cross-entropy weight (the plain next-token loss, on exactly the
   windows the other arms see);
-- `sd`: cross-entropy + chunk-likelihood matching + hidden-state matching (the library default);
+- `sd`: cross-entropy + chunk-likelihood matching + hidden-state matching (the first self-distillation recipe; the
+  library's default since is measured by `bench_leaderboard.py` and costed by `bench_recovery_cost.py`);
 - `ll`: cross-entropy + chunk-likelihood matching; `hid`: cross-entropy + hidden-state matching;
 - `hid10` / `sd10`: as `hid` / `sd` with the hidden-state weight at 10;
-- `swap_scaled` / `ce_scaled`: as `swap` / `ce` from the `fvt_scaled` init (the library default).
+- `swap_scaled` / `ce_scaled`: as `swap` / `ce` from the `fvt_scaled` init (the library's default init).
 
 Held-out text: the first whole documents of four domains (en, code, de, zh), 3,000 bytes each, never in the
 training text (`bench_init_methods.split_corpus`). Prints one JSON line per arm (bits per byte per domain and

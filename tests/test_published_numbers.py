@@ -175,6 +175,30 @@ def test_leaderboard_mixes_other_text_at_its_share_even_when_it_is_scarce():
     assert len(module.mixed_windows(corpus, few, 0.25, seed=2)) == 120
 
 
+def test_leaderboard_pools_seeds_question_by_question_and_places_the_goal_line():
+    """`pooled_difference` averages the per-seed paired differences and gives both standard errors; `goal_verdict`
+    calls the goal met or missed only when the whole 95% interval is on one side of -3 points."""
+    import importlib.util
+    import math
+    import statistics
+
+    spec = importlib.util.spec_from_file_location("_bench_leaderboard", REPO / "bench" / "bench_leaderboard.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    original = {"correct": "1111100000"}
+    seeds = [{"correct": "1111000000"}, {"correct": "0111100001"}]  # -10 and 0 points
+    pooled = module.pooled_difference(seeds, original)
+    assert math.isclose(pooled["mean"], -5.0)
+    per_question = [-0.5, 0, 0, 0, -0.5, 0, 0, 0, 0, 0.5]
+    assert math.isclose(pooled["se_questions"], 100 * statistics.stdev(per_question) / math.sqrt(10))
+    assert math.isclose(pooled["se_seeds"], statistics.stdev([-10.0, 0.0]) / math.sqrt(2))
+    half = 1.96 * max(pooled["se_questions"], pooled["se_seeds"])
+    assert math.isclose(pooled["low"], -5.0 - half) and math.isclose(pooled["high"], -5.0 + half)
+    assert module.goal_verdict(-2.9, 1.0).startswith("within")
+    assert module.goal_verdict(-6.0, -3.1).startswith("missed")
+    assert module.goal_verdict(-6.9, 0.6).startswith("undecided")
+
+
 def test_draft_summary_gives_forward_costs_per_run_with_mean_and_std():
     import importlib.util
 
