@@ -1,7 +1,9 @@
 """What each recovery objective costs per training step, measured side by side in one run.
 
 SmolLM2-135M (tokswap asset `smollm2-135m`) is given the Qwen2.5 tokenizer (`fvt_scaled`, the default init) and
-trained by `adapt_vocabulary` on the same windows of text (4 x 128 tokens) by each arm in turn:
+trained by `adapt_vocabulary` on the same windows of text by each arm in turn: the leaderboard's windows (at most 112
+Qwen2.5 tokens, each one training sequence of either recovery, unpacked, 4 per step; `bench_leaderboard.training_windows`),
+so every arm reads the same tokens in the same batches:
 
 - `ce`: plain cross-entropy (`recovery="ce"`);
 - `prediction`: self-distillation from the original model, cross-entropy + its next-token distribution at shared
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import random
 import statistics
 import sys
 import tempfile
@@ -33,6 +36,7 @@ from transformers import TrainerCallback
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_init_methods import domain_documents, shared_rows_alignment, split_corpus  # noqa: E402
+from bench_leaderboard import TRAIN_MAX_LENGTH, training_windows  # noqa: E402
 from portable import portable  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -81,7 +85,7 @@ def time_arm(arm, swapped, tokenizer, data, steps, original, source, workdir) ->
     timers = StageTimers()
     config = VocabAdaptationConfig(
         output_dir=workdir, stage1_max_steps=steps, stage2_max_steps=steps, per_device_train_batch_size=4,
-        max_length=128, logging_steps=steps, save_steps=100000, save_final_model=False, seed=0, **ARMS[arm],
+        max_length=TRAIN_MAX_LENGTH, packing=False, logging_steps=steps, save_steps=100000, save_final_model=False, seed=0, **ARMS[arm],
     )
     teacher = {"teacher_model": original, "teacher_tokenizer": source} if arm != "ce" else {}
     adapt_vocabulary(copy.deepcopy(swapped), tokenizer, data, config, callbacks=[timers], **teacher)
@@ -97,10 +101,12 @@ def measure(arms: list, steps: int, rounds: int) -> list:
     from tokswap.swapper import TokenizerSwapper
 
     torch.manual_seed(0)
-    _, train = split_corpus(domain_documents(), 3000, 1_000_000)
-    pieces = [p for text in train for p in (text[i : i + 600] for i in range(0, len(text), 600))]
-    data = Dataset.from_dict({"text": pieces[: 16 * steps]})
     source, target = load_tokenizer("smollm2"), load_tokenizer("qwen2.5")
+    _, train = split_corpus(domain_documents(), 3000, 1_000_000)
+    # shuffled like the leaderboard's batches, so each batch mixes the domains
+    texts = random.Random(0).sample(train, 32)
+    windows = training_windows(texts, target, source)
+    data = Dataset.from_dict({"text": random.Random(0).sample(windows, 8 * steps)})
     path = assets.model_path("smollm2-135m")
     original = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     swapper = TokenizerSwapper.from_pretrained(copy.deepcopy(original), target, source_tokenizer=source,
@@ -124,10 +130,12 @@ def summary(rows: list) -> dict:
     out = {}
     for arm in dict.fromkeys(r["arm"] for r in rows):
         runs = [r for r in rows if r["arm"] == arm]
-        one = statistics.median(s for r in runs for s in r["stage1_seconds"])
-        two = statistics.median(s for r in runs for s in r["stage2_seconds"])
+        first = [s for r in runs for s in r["stage1_seconds"]]
+        second = [s for r in runs for s in r["stage2_seconds"]]
+        one, two = statistics.median(first), statistics.median(second)
         mixed = (SCHEDULE[0] * one + SCHEDULE[1] * two) / sum(SCHEDULE)
-        out[arm] = {"stage1": one, "stage2": two, "mixed": mixed, "rounds": len(runs)}
+        out[arm] = {"stage1": one, "stage2": two, "mixed": mixed, "rounds": len(runs), "steps": len(first) + len(second),
+                    "stage1_std": statistics.stdev(first), "stage2_std": statistics.stdev(second)}
     return out
 
 
@@ -135,19 +143,22 @@ def render(rows: list, command: str) -> str:
     stats = summary(rows)
     base = stats.get("ce")
     lines = ["# What each recovery objective costs per training step", "",
-             "Written by `bench/bench_recovery_cost.py` (SmolLM2-135M -> Qwen2.5, `fvt_scaled`, 4 x 128 tokens per step, "
-             "CPU). Median wall seconds per optimizer step over every round (the first step of each stage left out); "
+             "Written by `bench/bench_recovery_cost.py` (SmolLM2-135M -> Qwen2.5, `fvt_scaled`, the leaderboard's windows, 4 per step, unpacked, "
+             "CPU). Median wall seconds per optimizer step over every round, std in brackets (the first step of each stage left out); "
              "the arms took turns in one process, so the ratios compare like with like. `mixed`: the default "
              f"schedule's {SCHEDULE[0]} stage-1 and {SCHEDULE[1]} stage-2 steps.", "",
-             "| arm | rounds | stage 1 s/step | stage 2 s/step | mixed s/step | x cross-entropy (stage 1 / stage 2 / mixed) |",
-             "|---|---:|---:|---:|---:|---|"]
+             "| arm | rounds | timed steps | stage 1 s/step (std) | stage 2 s/step (std) | mixed s/step | x cross-entropy (stage 1 / "
+             "stage 2 / mixed) |",
+             "|---|---:|---:|---:|---:|---:|---|"]
     for arm, s in stats.items():
         ratio = (f"{s['stage1'] / base['stage1']:.2f} / {s['stage2'] / base['stage2']:.2f} / "
                  f"{s['mixed'] / base['mixed']:.2f}") if base else "—"
-        lines.append(f"| {arm} | {s['rounds']} | {s['stage1']:.2f} | {s['stage2']:.2f} | {s['mixed']:.2f} | {ratio} |")
+        lines.append(f"| {arm} | {s['rounds']} | {s['steps']} | {s['stage1']:.2f} ({s['stage1_std']:.2f}) | "
+                     f"{s['stage2']:.2f} ({s['stage2_std']:.2f}) | {s['mixed']:.2f} | {ratio} |")
     if "prediction" in stats and "default" in stats:
         lines += ["", f"The split term alone: {stats['default']['mixed'] / stats['prediction']['mixed']:.2f}x the "
-                  "mixed step time of self-distillation without it."]
+                  "mixed step time of self-distillation without it (compare the steps' std: a step's time varies with "
+                  "its batch)."]
     lines += ["", "Command:", "", f"    {command}", ""]
     return "\n".join(lines)
 
