@@ -335,8 +335,8 @@ class TokenizerSwapper:
         By default (`VocabAdaptationConfig(recovery="auto")`) the model before the swap, reloaded from
         `source_model` with its own tokenizer, is the teacher: the swapped model learns to match it on the same text
         (self-distillation across the swap, `tokswap.self_distillation`). Pass `teacher_model=` /
-        `teacher_tokenizer=` to give it yourself, or `recovery="ce"` for plain cross-entropy (faster: self-distillation
-        costs 1.75x its training time). With
+        `teacher_tokenizer=` to give it yourself, or `recovery="ce"` for plain cross-entropy (faster: a self-distillation
+        step takes 1.9x a cross-entropy step, `bench/results/recovery_cost.md`). With
         `merge_original_weight` the same original model is what the decoder is moved back toward after training.
         """
         from tokswap.training import VocabAdaptationConfig, adapt_vocabulary

@@ -218,8 +218,8 @@ class VocabAdaptationConfig:
             "help": "'auto' (default): self_distill when the original model is given as teacher (TokenizerSwapper."
             "train gives it) and the data is raw text, else ce; 'self_distill': the model before the swap teaches "
             "the swapped one on the same text (tokswap.self_distillation; the best bits per byte after 200 steps "
-            "in bench/results/leaderboard.md, at 1.75x the training time of ce); 'ce': plain next-token "
-            "cross-entropy."
+            "in bench/results/leaderboard.md; a step takes 1.9x a ce step, bench/results/recovery_cost.md); 'ce': "
+            "plain next-token cross-entropy."
         },
     )
     merge_original_weight: float = field(
