@@ -29,6 +29,12 @@ DERIVED = [
     ("44.5", "100 * ({1.885} - {1.563}) / ({1.885} - {1.162})", [LB], "the 1e-4 recipe at 200 steps: gap closed "
      "against the control's end point (the original trained by the same recipe), %"),
     ("0.043", "{1.563} - {1.520}", [LB], "output rows fitted, 200 steps, seeds 2, 3: the 1e-4 recipe minus the fit"),
+    ("0.026", "{1.48042} - {1.45437}", [JSONL], "output rows fitted under the default, 200 steps, seed 2: the default "
+     "minus the fit"),
+    ("0.026", "{1.47966} - {1.45384}", [JSONL], "output rows fitted under the default, 200 steps, seed 3: the default "
+     "minus the fit"),
+    ("70.3", "100 * ({1.885} - {1.454}) / ({1.885} - {1.272})", [LB], "output rows fitted under the default, 200 "
+     "steps: gap closed from the unfitted swap, %"),
     ("0.04", "{1.563} - {1.520}", [LB], "the same, to two decimals"),
     ("59.5", "100 * ({1.885} - {1.520}) / ({1.885} - {1.272})", [LB], "output rows fitted, 200 steps: gap closed, %"),
     ("0.024", "{1.50485} - {1.48042}", [JSONL], "split term, 200 steps, seed 2: the default minus it"),
