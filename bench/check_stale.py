@@ -2,7 +2,9 @@
 
 For each file in bench/results/ (a `.jsonl` / `.json` / `.png` goes with the `.md` of the same stem when it has no
 command of its own), the `python bench/X.py` commands it carries name its scripts; the file is listed when one of them
-has a commit newer than the file's last commit. A listed file is not necessarily wrong (the change may touch only how
+has a commit newer than the file's last commit. A file made from another results file (`from `leaderboard.jsonl``
+in its header) is listed too when that file was committed after it, unless `--record` noted a byte-identical re-run
+since. A listed file is not necessarily wrong (the change may touch only how
 tables are drawn), but its numbers were not made by today's script: re-run it, or say why the change leaves them.
 
 A re-run that writes the file byte for byte as it was leaves git nothing to commit, so the file would stay listed.
@@ -28,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 RERUNS = REPO / "bench" / "results_reruns.json"
 SCRIPT = re.compile(r"python3? (bench/[\w/]+\.py)")
+READS = re.compile(r"from `([\w.]+\.jsonl?)`")
 
 
 def last_commit_time(path: Path) -> int:
@@ -104,7 +107,8 @@ def record(paths: list) -> int:
                 file=sys.stderr,
             )
             return 2
-        reruns[path.name] = {"sha256": sha256(path), "scripts": {script: last_commit(script) for script in scripts}}
+        reruns[path.name] = {"sha256": sha256(path), "scripts": {script: last_commit(script) for script in scripts},
+                             "inputs": {name: last_commit(f"bench/results/{name}") for name in inputs_of(path)}}
         print(f"recorded {path.name}")
     data["reruns"] = dict(sorted(reruns.items()))
     RERUNS.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -119,6 +123,27 @@ def scripts_of(path: Path) -> set:
             if found:
                 return found
     return set()
+
+
+def inputs_of(path: Path) -> list:
+    """The other results files a results file's header says it is made from."""
+    if path.suffix != ".md":
+        return []
+    names = set(READS.findall(path.read_text(encoding="utf-8", errors="replace")))
+    return sorted(name for name in names if Path(name).stem != path.stem and (RESULTS / name).is_file())
+
+
+def stale_inputs() -> list[tuple[str, str]]:
+    """(results file, another results file it is made from that was committed after it, with no recorded re-run)."""
+    listed, reruns = [], ledger()["reruns"]
+    for path in sorted(RESULTS.glob("*.md")):
+        entry = reruns.get(path.name, {})
+        recorded = entry.get("inputs", {}) if entry.get("sha256") == sha256(path) else {}
+        for name in inputs_of(path):
+            newer = last_commit_time(RESULTS / name) > last_commit_time(path)
+            if newer and recorded.get(name) != last_commit(f"bench/results/{name}"):
+                listed.append((path.name, name))
+    return listed
 
 
 def stale_files() -> list[tuple[str, str, list[str]]]:
@@ -144,7 +169,11 @@ def main() -> int:
     for name, script, newer in listed:
         print(f"{name}: {script} changed since ({len(newer)} commits; newest: {newer[0]})")
     print(f"{len({name for name, _, _ in listed})} results files older than a script that writes them")
-    return 1 if listed else 0
+    inputs = stale_inputs()
+    for name, source in inputs:
+        print(f"{name}: made from {source}, which changed since: re-run its script")
+    print(f"{len(inputs)} results files older than a results file they are made from")
+    return 1 if listed or inputs else 0
 
 
 if __name__ == "__main__":
