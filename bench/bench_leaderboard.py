@@ -154,7 +154,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="right after the swap, fit the output rows of the new tokens that occur in this text by "
                              "its likelihood, all else frozen (tokswap.output_row_fit, default config; the model is "
                              "untied): the alignment corpus's training pieces, or the task-near documents "
-                             "(see task_near_documents)")
+                             "(see task_near_documents). Phase 'after_swap' scores it as method "
+                             "'<method>+output_fit_<text>'")
     parser.add_argument("--fit-new-words", action="store_true",
                         help="right after the swap, fit new whole words' input rows to the original model's hidden "
                              "states (tokswap.new_word_fit, default config; the model is untied)")
@@ -658,6 +659,7 @@ def run_after_swap(args, argv, heldout: dict, alignments: Alignments, source_tok
             # a donor space has no seed: those rows are scored once
             dependent = is_seed_dependent(method) and donor is None
             label = f"{method}+donor" if donor is not None else method
+            label += f"+output_fit_{args.fit_output_rows}" if args.fit_output_rows else ""
             for seed in args.seeds if dependent else args.seeds[:1]:
                 if find_row(rows, config, "after_swap", target, label, seed, any_seed=not dependent):
                     continue
@@ -667,6 +669,8 @@ def run_after_swap(args, argv, heldout: dict, alignments: Alignments, source_tok
                     alignment = alignments.get(target, seed)
                     started = time.perf_counter()
                     model, tokenizer = swap(alignments.tokenizer(target), alignment, method, source_tok, seed, donor)
+                    if args.fit_output_rows:
+                        row["output_row_fit"] = fit_output_rows(model, tokenizer, alignments.train_texts, alignment, args)
                     swapped = time.perf_counter()
                     scores = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
                     row.update(scored(scores), alignment=alignments.summary(target, seed),
