@@ -653,6 +653,8 @@ def load_donor(name: str, target_tok):
 
 def run_after_swap(args, argv, heldout: dict, alignments: Alignments, source_tok, rows: list) -> None:
     config = run_config(args)
+    # with --zero-shot-after-swap a row scored without the tasks is scored again, this time with them
+    tasks = [t for t in args.zero_shot.split(",") if t] if args.zero_shot_after_swap else []
     for target in args.targets:
         donor = load_donor(args.donor, alignments.tokenizer(target)) if args.donor else None
         for method in init_method_names(args.methods):
@@ -661,26 +663,37 @@ def run_after_swap(args, argv, heldout: dict, alignments: Alignments, source_tok
             label = f"{method}+donor" if donor is not None else method
             label += f"+output_fit_{args.fit_output_rows}" if args.fit_output_rows else ""
             for seed in args.seeds if dependent else args.seeds[:1]:
-                if find_row(rows, config, "after_swap", target, label, seed, any_seed=not dependent):
+                done = find_row(rows, config, "after_swap", target, label, seed, any_seed=not dependent)
+                if done and all(t in done.get("zero_shot", {}) for t in tasks):
                     continue
                 row = base_row(args, argv, heldout, "after_swap", target=target, method=label, seed=seed,
                                deterministic=not dependent, **({"donor": args.donor} if donor is not None else {}))
                 try:
-                    alignment = alignments.get(target, seed)
-                    started = time.perf_counter()
-                    model, tokenizer = swap(alignments.tokenizer(target), alignment, method, source_tok, seed, donor)
-                    if args.fit_output_rows:
-                        row["output_row_fit"] = fit_output_rows(model, tokenizer, alignments.train_texts, alignment, args)
-                    swapped = time.perf_counter()
-                    scores = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
-                    row.update(scored(scores), alignment=alignments.summary(target, seed),
-                               seconds={"swap": round(swapped - started, 1),
-                                        "eval": round(time.perf_counter() - swapped, 1)})
-                    del model
+                    row.update(score_after_swap(args, heldout, alignments, source_tok, target, method, seed, donor,
+                                                tasks))
                 except Exception as err:  # noqa: BLE001 - a failing method is a result, not the end of the run
                     row["error"] = f"{type(err).__name__}: {err}"
                 append_row(args.output, row)
                 rows.append(row)
+
+
+def score_after_swap(args, heldout, alignments: Alignments, source_tok, target: str, method: str, seed: int, donor,
+                     tasks: list) -> dict:
+    """Swap (then fit the output rows, with --fit-output-rows), score bits per byte and `tasks`: a row's fields."""
+    alignment = alignments.get(target, seed)
+    started = time.perf_counter()
+    model, tokenizer = swap(alignments.tokenizer(target), alignment, method, source_tok, seed, donor)
+    fields = {}
+    if args.fit_output_rows:
+        fields["output_row_fit"] = fit_output_rows(model, tokenizer, alignments.train_texts, alignment, args)
+    swapped = time.perf_counter()
+    fields.update(scored(bits_per_byte(model, tokenizer, heldout, args.eval_batch)),
+                  alignment=alignments.summary(target, seed))
+    seconds = {"swap": round(swapped - started, 1), "eval": round(time.perf_counter() - swapped, 1)}
+    if tasks:
+        fields["zero_shot"] = zero_shot(model, tokenizer, tasks, args.zero_shot_limit)
+        fields["zero_shot_limit"] = args.zero_shot_limit
+    return {**fields, "seconds": seconds}
 
 
 def checkpoint_callback(score, checkpoints: list, stage1_steps: int, stage2_steps: int):
@@ -1133,7 +1146,16 @@ def config_label(config: dict) -> str:
             f"iterations; {config['window_tokens']}-token windows")
 
 
+def latest_scores(rows: list) -> list:
+    """The rows, with only the last successful phase 'after_swap' row of each (target, method, seed): a row re-scored
+    to add zero-shot tasks (--zero-shot-after-swap) repeats the same swap, it is not another seed."""
+    last = {(r["target"], r["method"], r.get("seed")): r for r in rows if r["phase"] == "after_swap" and "error" not in r}
+    return [r for r in rows if r["phase"] != "after_swap" or "error" in r
+            or last[(r["target"], r["method"], r.get("seed"))] is r]
+
+
 def after_swap_table(rows: list) -> list:
+    rows = latest_scores(rows)
     targets = list(dict.fromkeys(r["target"] for r in rows if r["phase"] == "after_swap"))
     methods = list(dict.fromkeys(r["method"] for r in rows if r["phase"] == "after_swap"))
     values = {(t, m): [r["mean_bpb"] for r in rows if r["phase"] == "after_swap" and r["target"] == t
@@ -1158,7 +1180,7 @@ def after_swap_table(rows: list) -> list:
 
 
 def per_domain_table(rows: list) -> list:
-    chosen = [r for r in rows if r["phase"] in ("original", "after_swap") and "error" not in r]
+    chosen = [r for r in latest_scores(rows) if r["phase"] in ("original", "after_swap") and "error" not in r]
     if not chosen:
         return []
     domains = list(chosen[0]["bpb"])
@@ -1226,6 +1248,12 @@ def paired_zero_shot_table(rows: list) -> list:
                     originals[(task, result["num_examples"])] = result
     lines = []
     for r in rows:
+        if r["phase"] == "after_swap" and "error" not in r:
+            for task, result in r.get("zero_shot", {}).items():
+                original = originals.get((task, result["num_examples"]))
+                if "correct" in result and original is not None:
+                    lines.append(f"| {r['method']} on {r['target']} (phase after_swap) | right after the swap | {task} | "
+                                 f"{result['num_examples']} | " + paired_cells(result, original))
         if r["phase"] != "train" or "error" in r:
             continue
         for when, key in (("right after the swap", "zero_shot_after_swap"), (f"after {r['train_steps']} steps", "zero_shot")):

@@ -199,6 +199,45 @@ def test_leaderboard_pools_seeds_question_by_question_and_places_the_goal_line()
     assert module.goal_verdict(-6.9, 0.6).startswith("undecided")
 
 
+def test_leaderboard_counts_a_rescored_swap_once_and_pairs_its_zero_shot_with_the_original():
+    """A phase 'after_swap' row scored again to add zero-shot tasks replaces the first one in the tables (it is the
+    same deterministic swap, not a second seed), and its tasks are paired with the unswapped model's."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_bench_leaderboard", REPO / "bench" / "bench_leaderboard.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    bpb = {"en": 1.0, "ja": 2.0}
+    first = {
+        "phase": "after_swap",
+        "target": "qwen2.5",
+        "method": "fvt_scaled",
+        "seed": 0,
+        "deterministic": True,
+        "bpb": bpb,
+        "mean_bpb": 1.5,
+    }
+    rescored = {**first, "zero_shot": {"piqa": {"acc": 0.4, "num_examples": 5, "correct": "01100"}}}
+    other_seed = {**first, "method": "focus", "deterministic": False, "mean_bpb": 1.7}
+    original = {
+        "phase": "original_zero_shot",
+        "zero_shot": {"piqa": {"acc": 0.6, "num_examples": 5, "correct": "11100"}},
+    }
+    rows = [first, other_seed, {**other_seed, "seed": 1, "mean_bpb": 1.9}, rescored, original]
+    assert module.latest_scores(rows) == [other_seed, {**other_seed, "seed": 1, "mean_bpb": 1.9}, rescored, original]
+    table = module.after_swap_table(rows)
+    assert "| fvt_scaled (deterministic) | **1.500 (1)** |" in table  # not "(2)"
+    assert "| focus | 1.800 ± 0.141 (2) |" in table  # two seeds stay two
+    paired = module.paired_zero_shot_table(rows)
+    assert any(
+        line.startswith(
+            "| fvt_scaled on qwen2.5 (phase after_swap) | right after the swap | piqa | 5 | "
+            "0.600 | 0.400 | -20.0 ± 20.0 |"
+        )
+        for line in paired
+    )
+
+
 def test_draft_summary_gives_forward_costs_per_run_with_mean_and_std():
     import importlib.util
 
