@@ -129,6 +129,14 @@ def corpus_frequency_lines(top: dict, target: str) -> list:
     return lines
 
 
+def row_scorings(row: dict) -> tuple:
+    """A leaderboard row's name in the tables and its zero-shot results: (when scored, the row's key) pairs."""
+    if row["phase"] == "after_swap":  # phase after_swap with --zero-shot-after-swap: no training, no seed of its own
+        return f"{row['method']} on {row['target']} (phase after_swap)", (("right after the swap", "zero_shot"),)
+    return f"{lb.arm_label(row)}, seed {row['seed']}", (
+        ("right after the swap", "zero_shot_after_swap"), (f"after {row['train_steps']} steps", "zero_shot"))
+
+
 def main() -> int:
     from tokswap.loading import load_tokenizer
 
@@ -148,10 +156,11 @@ def main() -> int:
              "|---|---|---|---:|---|---:|---:|---:|---:|"]
     top = {}
     for r in rows:
-        if r["phase"] != "train" or "error" in r:
+        if r["phase"] not in ("train", "after_swap") or "error" in r:
             continue
         target_tok = load_tokenizer(r["target"])
-        for when, key in (("right after the swap", "zero_shot_after_swap"), (f"after {r['train_steps']} steps", "zero_shot")):
+        name, scorings = row_scorings(r)
+        for when, key in scorings:
             for task, result in r.get(key, {}).items():
                 original = originals.get((task, result["num_examples"]))
                 if "correct" not in result or original is None:
@@ -175,7 +184,7 @@ def main() -> int:
                     diff, se = lb.paired_difference(swapped, unswapped) if len(pick) > 1 else (float("nan"),) * 2
                     lost = sum(a == "0" and b == "1" for a, b in zip(swapped, unswapped))
                     gained = sum(a == "1" and b == "0" for a, b in zip(swapped, unswapped))
-                    lines.append(f"| {lb.arm_label(r)}, seed {r['seed']} | {when} | {task} | {result['num_examples']} "
+                    lines.append(f"| {name} | {when} | {task} | {result['num_examples']} "
                                  f"| {label} | {len(pick)} | {diff:+.1f} ± {se:.1f} | {lost} | {gained} |")
     for task, (counts, choice_counts) in top.items():
         shown = ", ".join(f"`{token!r}` {count}" for token, count in most_common(counts, 8))
