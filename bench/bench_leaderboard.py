@@ -156,6 +156,14 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "untied): the alignment corpus's training pieces, or the task-near documents "
                              "(see task_near_documents). Phase 'after_swap' scores it as method "
                              "'<method>+output_fit_<text>'")
+    parser.add_argument("--fit-output-transfer", action="store_true",
+                        help="with --fit-output-rows: also move the rows of new tokens the text lacks by the map from "
+                             "init to change learned on the fitted rows (OutputRowFitConfig.transfer); method label "
+                             "'<method>+output_fit_<text>+transfer'")
+    parser.add_argument("--leading-piece-outputs", action="store_true",
+                        help="phase after_swap only: each new word's output row becomes its first piece's, shifted "
+                             "by what its later pieces cost (tokswap.leading_piece_outputs, default config), before "
+                             "any --fit-output-rows; method label '<method>+leading_piece'")
     parser.add_argument("--fit-new-words", action="store_true",
                         help="right after the swap, fit new whole words' input rows to the original model's hidden "
                              "states (tokswap.new_word_fit, default config; the model is untied)")
@@ -187,6 +195,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--stage1-steps cannot exceed --train-steps")
     if args.fit_output_weight and not args.fit_new_words:
         parser.error("--fit-output-weight goes with --fit-new-words")
+    if args.leading_piece_outputs and (args.train or args.train_only):
+        parser.error("--leading-piece-outputs is measured right after the swap only (phase after_swap)")
+    if args.fit_output_transfer and not args.fit_output_rows:
+        parser.error("--fit-output-transfer goes with --fit-output-rows")
     if "unswapped_ce" in args.arms and (args.fit_new_words or args.fit_output_rows or args.merge_original):
         parser.error("--fit-new-words, --fit-output-rows and --merge-original act on a swap: not with arm unswapped_ce")
     # rows record the learning rates they ran with, so a later change of the library default cannot relabel them
@@ -661,7 +673,9 @@ def run_after_swap(args, argv, heldout: dict, alignments: Alignments, source_tok
             # a donor space has no seed: those rows are scored once
             dependent = is_seed_dependent(method) and donor is None
             label = f"{method}+donor" if donor is not None else method
+            label += "+leading_piece" if args.leading_piece_outputs else ""
             label += f"+output_fit_{args.fit_output_rows}" if args.fit_output_rows else ""
+            label += "+transfer" if args.fit_output_transfer else ""
             for seed in args.seeds if dependent else args.seeds[:1]:
                 done = find_row(rows, config, "after_swap", target, label, seed, any_seed=not dependent)
                 if done and all(t in done.get("zero_shot", {}) for t in tasks):
@@ -684,6 +698,8 @@ def score_after_swap(args, heldout, alignments: Alignments, source_tok, target: 
     started = time.perf_counter()
     model, tokenizer = swap(alignments.tokenizer(target), alignment, method, source_tok, seed, donor)
     fields = {}
+    if args.leading_piece_outputs:
+        fields["leading_piece"] = leading_piece_outputs(model, tokenizer, source_tok, alignment)
     if args.fit_output_rows:
         fields["output_row_fit"] = fit_output_rows(model, tokenizer, alignments.train_texts, alignment, args)
     swapped = time.perf_counter()
@@ -776,7 +792,7 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
     output_fit = None
     if args.fit_output_rows:
         output_fit = fit_output_rows(model, tokenizer, alignments.train_texts, alignments.get(args.train_target, seed), args)
-    key = (init, seed, bool(fit), args.fit_output_weight, args.fit_output_rows)
+    key = (init, seed, bool(fit), args.fit_output_weight, args.fit_output_rows, args.fit_output_transfer)
     if key not in after_swap_cache:
         after_swap_cache[key] = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
     curve = {0: after_swap_cache[key]}
@@ -912,18 +928,32 @@ def fit_new_word_inputs(model, tokenizer, teacher, source_tok, alignment, args) 
     return {**dataclasses.asdict(report), "rows": rows.tolist()}
 
 
+def leading_piece_outputs(model, tokenizer, source_tok, alignment) -> dict:
+    """`tokswap.leading_piece_outputs` (default config) with the original SmolLM2 as the source: the report's fields."""
+    import dataclasses
+
+    from tokswap.leading_piece_outputs import leading_piece_output_rows
+
+    report = leading_piece_output_rows(model, tokenizer, load_source_model().eval(), source_tok, alignment,
+                                       progress=lambda line: print(line, file=sys.stderr, flush=True))
+    return dataclasses.asdict(report)
+
+
 def fit_output_rows(model, tokenizer, corpus_texts: list, alignment, args) -> dict:
     """`tokswap.output_row_fit` on the swapped model (default config) over the text `--fit-output-rows` names, shuffled
     with seed 0 (the same text for every training seed): the report's fields and the text's name."""
     import dataclasses
 
+    from tokswap.output_row_fit import OutputRowFitConfig, initialized_rows
     from tokswap.output_row_fit import fit_output_rows as fit
-    from tokswap.output_row_fit import initialized_rows
 
     texts = task_near_documents() if args.fit_output_rows == "task-near" else corpus_texts
-    report = fit(model, tokenizer, shuffled(texts, 0), initialized_rows(alignment),
+    config = OutputRowFitConfig(transfer=args.fit_output_transfer)
+    report = fit(model, tokenizer, shuffled(texts, 0), initialized_rows(alignment), config,
                  progress=lambda line: print(line, file=sys.stderr, flush=True))
-    return {"texts": args.fit_output_rows, **dataclasses.asdict(report)}
+    # rows from before the transfer existed lack its report fields; a row without "transfer" did not transfer
+    fields = {k: v for k, v in dataclasses.asdict(report).items() if args.fit_output_transfer or "transfer" not in k}
+    return {"texts": args.fit_output_rows, **({"transfer": True} if args.fit_output_transfer else {}), **fields}
 
 
 # bench option (and row field) -> VocabAdaptationConfig field, for recipe settings an arm may override
@@ -987,6 +1017,7 @@ def arm_label(row: dict) -> str:
             extra += f" (output rows {row['new_word_fit']['output_weight']:g} of them)"
     if row.get("output_row_fit"):
         extra += f", new tokens' output rows fitted on {row['output_row_fit']['texts']} text"
+        extra += " and transferred to the rest" if row["output_row_fit"].get("transfer") else ""
     if row.get("merge_original") is not None:
         extra += f", then decoder moved {100 * row['merge_original']:g}% back to the original's"
     steps, stage1 = row["train_steps"], row["stage1_steps"]
@@ -1089,6 +1120,7 @@ def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original)
         and bool(row.get("new_word_fit")) == args.fit_new_words
         and (row.get("new_word_fit") or {}).get("output_weight", 0.0) == args.fit_output_weight
         and row.get("output_row_fit", {}).get("texts") == args.fit_output_rows
+        and bool(row.get("output_row_fit", {}).get("transfer")) == args.fit_output_transfer
         for row in rows)
 
 

@@ -1,6 +1,7 @@
 """Fitting new tokens' output rows by likelihood of a text, the rest frozen (tokswap.output_row_fit)."""
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -10,7 +11,9 @@ from tokswap.loading import load_tokenizer
 from tokswap.output_row_fit import (
     OutputRowFitConfig,
     OutputRowFitError,
+    _mapped,
     _read,
+    _ridge_map,
     _RowFit,
     _windows,
     fit_output_rows,
@@ -110,3 +113,46 @@ def test_a_model_with_capped_logits_is_refused(smollm2):
         model.get_output_embeddings().weight.mul_(50)  # logits far beyond the cap
     with pytest.raises(OutputRowFitError, match="soft-capping"):
         fit_output_rows(model, smollm2, _texts(2), smollm2.convert_tokens_to_ids(WORDS))
+
+
+def test_the_transfer_map_recovers_an_affine_change_exactly():
+    generator = torch.Generator().manual_seed(0)
+    init = torch.randn(400, 8, generator=generator)
+    matrix, offset = torch.randn(8, 8, generator=generator), torch.randn(8, generator=generator)
+    mapping = _ridge_map(init, init @ matrix + offset, ridge=1e-9)
+    fresh = torch.randn(5, 8, generator=generator)
+    torch.testing.assert_close(_mapped(fresh, mapping), fresh + fresh @ matrix + offset, atol=1e-4, rtol=1e-4)
+
+
+def test_transfer_moves_only_the_rows_the_text_lacks_and_only_when_the_held_out_check_keeps_it(smollm2):
+    words = WORDS + ["Ġhouse", "Ġpeople", "Ġcold", "Ġwarm", "Ġsimple", "Ġsaid", "Ġmade"]
+    lacking = smollm2.convert_tokens_to_ids(["Ġzebra", "Ġviolin"])
+    rows = smollm2.convert_tokens_to_ids(words) + lacking
+    config = OutputRowFitConfig(window_tokens=32, epochs=3, batch_positions=256, learning_rate=0.5)
+    plain, moved = _model(smollm2), _model(smollm2)
+    with torch.no_grad():  # a shared deficit the fit repairs on the words it sees: all candidates start at zero
+        for model in (plain, moved):
+            model.get_output_embeddings().weight[rows] = 0.0
+    fit_output_rows(plain, smollm2, _texts(), rows, config)
+    report = fit_output_rows(moved, smollm2, _texts(), rows, dataclasses.replace(config, transfer=True))
+    before, after = plain.get_output_embeddings().weight.detach(), moved.get_output_embeddings().weight.detach()
+    changed = (before != after).any(-1).nonzero().flatten().tolist()
+    assert report.rows_fitted == len(words) and report.transfer_ridge is not None
+    assert sorted(changed) == sorted(lacking) and report.rows_transferred == len(lacking)
+    assert report.transfer_nll_after < report.transfer_nll_before
+
+
+def test_transfer_is_refused_when_it_does_not_help_the_held_out_rows(smollm2):
+    rows = smollm2.convert_tokens_to_ids(WORDS + ["Ġzebra"])
+    config = OutputRowFitConfig(
+        window_tokens=32, epochs=3, batch_positions=256, transfer=True, transfer_holdout_every=2
+    )
+    model = _model(smollm2, tied=False)
+    reference = _model(smollm2, tied=False)
+    report = fit_output_rows(model, smollm2, _texts(), rows, config)
+    fit_output_rows(reference, smollm2, _texts(), rows, dataclasses.replace(config, transfer=False))
+    kept = report.transfer_ridge is not None
+    assert report.rows_transferred == (1 if kept else 0)
+    assert kept == (report.transfer_nll_after < report.transfer_nll_before)
+    same = torch.equal(model.get_output_embeddings().weight, reference.get_output_embeddings().weight)
+    assert same != kept

@@ -555,4 +555,6 @@ def test_cli_swap_fit_output_rows_needs_text(source_dir, target_dir, alignment_d
     assert "--fit-output-rows needs text" in capsys.readouterr().err
     assert main(args + ["--fit-output-rows", str(tmp_path / "missing.txt")]) == 2
     assert "missing.txt" in capsys.readouterr().err
+    assert main(args + ["--fit-output-transfer"]) == 2
+    assert "--fit-output-transfer goes with --fit-output-rows" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()

@@ -45,6 +45,8 @@ class OutputRowFitConfig:
         learning_rate (`float`): Adam's step, relative to the RMS entry of the output matrix.
         heldout_every (`int`): every n-th window is held out to choose the epoch.
         seed (`int`): order of the positions.
+        transfer (`bool`): also correct the rows of new tokens the text lacks, by what the fit did to the others.
+        transfer_holdout_every (`int`): every n-th fitted row is held out to choose (or refuse) the correction.
     """
 
     window_tokens: int = field(default=128, metadata={"help": "Tokens per window the text is read in."})
@@ -57,9 +59,21 @@ class OutputRowFitConfig:
     )
     heldout_every: int = field(default=10, metadata={"help": "Every n-th window is held out to choose the epoch."})
     seed: int = field(default=0, metadata={"help": "Seed of the order of positions."})
+    transfer: bool = field(
+        default=False,
+        metadata={
+            "help": "Also move the output rows of new tokens the text lacks, by a ridge map from a fitted row's init "
+            "to its change learned on the fitted rows; kept only if it raises the likelihood of fitted tokens held "
+            "out of the map."
+        },
+    )
+    transfer_holdout_every: int = field(
+        default=5, metadata={"help": "Every n-th fitted row is held out of the map to choose its ridge."}
+    )
 
     def __post_init__(self):
-        for name in ("window_tokens", "max_positions", "min_occurrences", "epochs", "batch_positions"):
+        names = ("window_tokens", "max_positions", "min_occurrences", "epochs", "batch_positions")
+        for name in names + ("transfer_holdout_every",):
             if getattr(self, name) < 1:
                 raise OutputRowFitError(f"OutputRowFitConfig.{name} must be at least 1, not {getattr(self, name)}.")
         if self.heldout_every < 2:
@@ -79,6 +93,10 @@ class OutputRowFitReport:
     heldout_nll_after: float
     best_epoch: int
     seconds: float
+    rows_transferred: int = 0
+    transfer_nll_before: Optional[float] = None
+    transfer_nll_after: Optional[float] = None
+    transfer_ridge: Optional[float] = None
 
 
 def initialized_rows(alignment: TokenAlignment) -> List[int]:
@@ -216,6 +234,77 @@ def _optimize(fit: _RowFit, start: torch.Tensor, config: OutputRowFitConfig, pro
     return before, best
 
 
+RIDGES = (0.01, 0.1, 1.0, 10.0)
+
+
+def _ridge_map(init: torch.Tensor, change: torch.Tensor, ridge: float) -> torch.Tensor:
+    """Least squares from [init row, 1] to the row's change, the weights (not the offset) penalized by `ridge` x the
+    mean squared feature, so the penalty does not depend on the rows' scale."""
+    features = torch.cat([init, torch.ones(len(init), 1)], 1).double()
+    gram = features.T @ features
+    size = init.shape[1]
+    scale = float(gram.diagonal()[:size].mean())
+    gram[range(size), range(size)] += ridge * (scale if scale > 0 else 1.0)  # all-zero inits: only the offset
+    return torch.linalg.solve(gram, features.T @ change.double()).float()
+
+
+def _mapped(init: torch.Tensor, mapping: torch.Tensor) -> torch.Tensor:
+    return init + torch.cat([init, torch.ones(len(init), 1)], 1) @ mapping
+
+
+def _choose_ridge(positions: _Positions, weight, bias, free, init, fitted, config: OutputRowFitConfig):
+    """(nats per position with every n-th fitted row back at its init, with it moved by the map learned on the
+    others at the best ridge, that ridge or None when no ridge beats the init). Every position counts: a row raised
+    too far costs wherever its token does not come next."""
+    held = torch.arange(len(free)) % config.transfer_holdout_every == 0
+    if held.all() or not held.any():
+        return None, None, None
+    trial = weight.float().clone()
+    trial[free[~held]] = fitted[~held]
+    check = _RowFit(positions, trial, bias, free[held])
+    everywhere = torch.arange(len(positions.targets)).split(8192)
+
+    def nll(rows: torch.Tensor) -> float:
+        with torch.no_grad():
+            return sum(float(check.loss(rows, part)) * len(part) for part in everywhere) / len(positions.targets)
+
+    before = nll(init[held])
+    best = (before, None)
+    for ridge in RIDGES:
+        after = nll(_mapped(init[held], _ridge_map(init[~held], fitted[~held] - init[~held], ridge)))
+        if after < best[0]:
+            best = (after, ridge)
+    return before, best[0], best[1]
+
+
+def _transfer(
+    head, positions: _Positions, candidates, free, init, fitted, config: OutputRowFitConfig, progress
+) -> dict:
+    """Move the rows of the candidates the fit could not reach by the map from init to change learned on the fitted
+    rows, if a held-out check keeps it; the report's transfer fields."""
+    weight = head.weight.detach()
+    if progress:
+        progress(f"output-row fit: checking the transfer on {len(free) // config.transfer_holdout_every} held-out rows")
+    before, after, ridge = _choose_ridge(positions, weight, getattr(head, "bias", None), free, init, fitted, config)
+    rest = candidates[~torch.isin(candidates, free)]
+    if progress and before is not None:
+        verdict = f"kept (ridge {ridge:g})" if ridge is not None else "refused"
+        progress(f"output-row fit: transfer {verdict}; held-out rows {before:.5f} -> {after:.5f} nats per position")
+    if ridge is None or not len(rest):
+        return {"transfer_nll_before": before, "transfer_nll_after": after}
+    moved = _mapped(weight[rest].float(), _ridge_map(init, fitted - init, ridge))
+    if not torch.isfinite(moved).all():
+        raise OutputRowFitError("The transferred output rows are not finite; nothing was changed.")
+    with torch.no_grad():
+        head.weight[rest] = moved.to(head.weight.dtype)
+    return {
+        "rows_transferred": len(rest),
+        "transfer_nll_before": round(before, 5),
+        "transfer_nll_after": round(after, 5),
+        "transfer_ridge": ridge,
+    }
+
+
 def fit_output_rows(
     model,
     tokenizer,
@@ -258,11 +347,15 @@ def fit_output_rows(
     head = model.get_output_embeddings()
     weight = head.weight.detach()
     fit = _RowFit(positions, weight, getattr(head, "bias", None), free)
-    before, (after, epoch, fitted) = _optimize(fit, weight[free].float(), config, progress)
+    init = weight[free].float()  # a copy: the fitted rows are written over `weight` below
+    before, (after, epoch, fitted) = _optimize(fit, init, config, progress)
     if not torch.isfinite(fitted).all():
         raise OutputRowFitError("The fitted output rows are not finite; nothing was changed.")
     with torch.no_grad():
         head.weight[free] = fitted.to(head.weight.dtype)
+    transferred = {}
+    if config.transfer and epoch:
+        transferred = _transfer(head, positions, candidates, free, init, fitted, config, progress)
     return OutputRowFitReport(
         rows_fitted=len(free) if epoch else 0,
         train_positions=int((~positions.heldout).sum()),
@@ -271,4 +364,5 @@ def fit_output_rows(
         heldout_nll_after=round(after, 5),
         best_epoch=epoch,
         seconds=round(time.perf_counter() - started, 1),
+        **transferred,
     )

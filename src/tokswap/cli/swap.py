@@ -89,6 +89,12 @@ def _add_fit_arguments(parser) -> None:
         "--corpus) by its likelihood, all else frozen (untie embeddings; minutes)",
     )
     parser.add_argument(
+        "--fit-output-transfer",
+        action="store_true",
+        help="with --fit-output-rows: also move the output rows of new tokens TEXT lacks by what the fit did to the "
+        "others (kept only if it helps fitted rows held out of it)",
+    )
+    parser.add_argument(
         "--fit-max-words",
         type=int,
         default=None,
@@ -113,6 +119,8 @@ def _cli_swap(args) -> int:
     fit_text = args.corpus if args.fit_output_rows is True else args.fit_output_rows
     if args.fit_output_rows and not fit_text:
         raise SwapperError("--fit-output-rows needs text: give a file or folder after it, or --corpus.")
+    if args.fit_output_transfer and not args.fit_output_rows:
+        raise SwapperError("--fit-output-transfer goes with --fit-output-rows.")
     from tokswap.align.pipeline import check_corpus_path
 
     for path in {args.corpus, fit_text} - {None}:
@@ -141,10 +149,13 @@ def _cli_swap(args) -> int:
             f"{report.loss_after:.3f}, {report.seconds:.0f} s)"
         )
     if fit_text:
-        fitted = swapper.fit_output_rows(fit_text)
+        from tokswap.output_row_fit import OutputRowFitConfig
+
+        fitted = swapper.fit_output_rows(fit_text, OutputRowFitConfig(transfer=args.fit_output_transfer))
         print(
             f"Fitted {fitted.rows_fitted} new tokens' output rows (held-out loss {fitted.heldout_nll_before:.3f} -> "
             f"{fitted.heldout_nll_after:.3f} nats per token, {fitted.seconds:.0f} s)"
+            + (f"; moved {fitted.rows_transferred} more by what the fit learned" if fitted.rows_transferred else "")
         )
     swapper.save_pretrained(args.output, overwrite=args.overwrite)
     counts = swapper.swap_record["alignment"]["row_source_counts"]
