@@ -161,7 +161,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "init to change learned on the fitted rows (OutputRowFitConfig.transfer); method label "
                              "'<method>+output_fit_<text>+transfer'")
     parser.add_argument("--leading-piece-outputs", action="store_true",
-                        help="phase after_swap only: each new word's output row becomes its first piece's, shifted "
+                        help="right after the swap: each new word's output row becomes its first piece's, shifted "
                              "by what its later pieces cost (tokswap.leading_piece_outputs, default config), before "
                              "any --fit-output-rows; method label '<method>+leading_piece'")
     parser.add_argument("--fit-new-words", action="store_true",
@@ -195,8 +195,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--stage1-steps cannot exceed --train-steps")
     if args.fit_output_weight and not args.fit_new_words:
         parser.error("--fit-output-weight goes with --fit-new-words")
-    if args.leading_piece_outputs and (args.train or args.train_only):
-        parser.error("--leading-piece-outputs is measured right after the swap only (phase after_swap)")
+    if "unswapped_ce" in args.arms and args.leading_piece_outputs:
+        parser.error("--leading-piece-outputs acts on a swap: not with arm unswapped_ce")
     if args.fit_output_transfer and not args.fit_output_rows:
         parser.error("--fit-output-transfer goes with --fit-output-rows")
     if "unswapped_ce" in args.arms and (args.fit_new_words or args.fit_output_rows or args.merge_original):
@@ -789,10 +789,14 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
     fit = None
     if args.fit_new_words:
         fit = fit_new_words(model, tokenizer, teacher, source_tok, alignments.get(args.train_target, seed), args)
+    leading = None
+    if args.leading_piece_outputs:
+        leading = leading_piece_outputs(model, tokenizer, source_tok, alignments.get(args.train_target, seed))
     output_fit = None
     if args.fit_output_rows:
         output_fit = fit_output_rows(model, tokenizer, alignments.train_texts, alignments.get(args.train_target, seed), args)
-    key = (init, seed, bool(fit), args.fit_output_weight, args.fit_output_rows, args.fit_output_transfer)
+    key = (init, seed, bool(fit), args.fit_output_weight, args.fit_output_rows, args.fit_output_transfer,
+           args.leading_piece_outputs)
     if key not in after_swap_cache:
         after_swap_cache[key] = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
     curve = {0: after_swap_cache[key]}
@@ -820,6 +824,8 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
         fields["zero_shot_after_swap"] = before
     if fit is not None:
         fields["new_word_fit"] = fit
+    if leading is not None:
+        fields["leading_piece"] = leading
     if output_fit is not None:
         fields["output_row_fit"] = output_fit
     if args.merge_original:
@@ -1018,6 +1024,8 @@ def arm_label(row: dict) -> str:
     if row.get("output_row_fit"):
         extra += f", new tokens' output rows fitted on {row['output_row_fit']['texts']} text"
         extra += " and transferred to the rest" if row["output_row_fit"].get("transfer") else ""
+    if row.get("leading_piece"):
+        extra += ", new words' output rows from their first piece"
     if row.get("merge_original") is not None:
         extra += f", then decoder moved {100 * row['merge_original']:g}% back to the original's"
     steps, stage1 = row["train_steps"], row["stage1_steps"]
@@ -1121,6 +1129,7 @@ def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original)
         and (row.get("new_word_fit") or {}).get("output_weight", 0.0) == args.fit_output_weight
         and row.get("output_row_fit", {}).get("texts") == args.fit_output_rows
         and bool(row.get("output_row_fit", {}).get("transfer")) == args.fit_output_transfer
+        and bool(row.get("leading_piece")) == args.leading_piece_outputs
         for row in rows)
 
 
