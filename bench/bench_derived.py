@@ -37,6 +37,10 @@ DERIVED = [
      "steps: gap closed from the unfitted swap, %"),
     ("0.04", "{1.563} - {1.520}", [LB], "the same, to two decimals"),
     ("0.106", "{1.885} - {1.779}", [LB], "right after the swap, 4 kB set, qwen2.5: fvt_scaled minus fvt_scaled + output-row fit"),
+    ("0.088", "{1.973} - {1.885}", [LB], "right after the swap, 4 kB set, qwen2.5: leading-piece output rows minus "
+     "fvt_scaled"),
+    ("10.0", "-({-10.0322})", [JSONL], "leading-piece run, qwen2.5: how much more likely fvt_scaled rates the new "
+     "words after the generic prefixes than the original rates their pieces, nats (minus the report's gap_before)"),
     ("0.107", "{1.953} - {1.846}", [LB], "right after the swap, 4 kB set, llama3: fvt_scaled minus fvt_scaled + output-row fit"),
     ("0.071", "{1.770} - {1.699}", [LB], "right after the swap, 4 kB set, gemma3: fvt_scaled minus fvt_scaled + output-row fit"),
     ("0.109", "{1.925} - {1.816}", [LB], "right after the swap, 4 kB set, gpt-neox: fvt_scaled minus fvt_scaled + output-row fit"),
