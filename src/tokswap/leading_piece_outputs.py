@@ -21,7 +21,7 @@ import torch
 
 from tokswap.alignment import TokenAlignment
 from tokswap.errors import TokswapError
-from tokswap.new_word_fit import NewWord, NewWordFitConfig, new_words, untie_embeddings
+from tokswap.new_word_fit import NewWord, NewWordFitConfig, _prefix_ids, new_words, untie_embeddings
 
 
 class LeadingPieceError(TokswapError):
@@ -87,15 +87,10 @@ class LeadingPieceReport:
     untied: bool
 
 
-def _prefix_id(tokenizer) -> List[int]:
-    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-    return [] if bos is None else [int(bos)]
-
-
 @torch.no_grad()
 def later_pieces_logprob(original, source_tokenizer, words: List[NewWord], batch_size: int = 1024) -> torch.Tensor:
     """Per word, log p(pieces 2..k | BOS, piece 1) under the original model (0 for a one-piece word)."""
-    prefix = _prefix_id(source_tokenizer)
+    prefix = _prefix_ids(source_tokenizer)
     out = torch.zeros(len(words))
     order = sorted(range(len(words)), key=lambda i: len(words[i].pieces))  # similar lengths batch together
     device = original.get_input_embeddings().weight.device
@@ -118,7 +113,7 @@ def _last_states(model, tokenizer, prefixes) -> torch.Tensor:
     device = model.get_input_embeddings().weight.device
     states = []
     for text in prefixes:
-        ids = torch.tensor([_prefix_id(tokenizer) + tokenizer(text, add_special_tokens=False)["input_ids"]])
+        ids = torch.tensor([_prefix_ids(tokenizer) + tokenizer(text, add_special_tokens=False)["input_ids"]])
         states.append(model.base_model(input_ids=ids.to(device)).last_hidden_state[0, -1].float().cpu())
     return torch.stack(states)
 
@@ -129,7 +124,7 @@ def _first_piece_logprobs(original, source_tokenizer, prefixes, first: torch.Ten
     device = original.get_input_embeddings().weight.device
     rows = []
     for text in prefixes:
-        ids = _prefix_id(source_tokenizer) + source_tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids = _prefix_ids(source_tokenizer) + source_tokenizer(text, add_special_tokens=False)["input_ids"]
         logits = original(input_ids=torch.tensor([ids], device=device)).logits[0, -1].float().cpu()
         rows.append(torch.log_softmax(logits, -1)[first])
     return torch.stack(rows)
