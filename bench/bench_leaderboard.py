@@ -156,6 +156,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "untied): the alignment corpus's training pieces, or the task-near documents "
                              "(see task_near_documents). Phase 'after_swap' scores it as method "
                              "'<method>+output_fit_<text>'")
+    parser.add_argument("--fit-output-seed", type=int, default=0,
+                        help="with --fit-output-rows: the fit's seed (the order of its positions; default 0); a "
+                             "non-zero seed is named in the method label ('+fit_seed<N>') to measure the fit's spread")
     parser.add_argument("--fit-output-transfer", action="store_true",
                         help="with --fit-output-rows: also move the rows of new tokens the text lacks by the map from "
                              "init to change learned on the fitted rows (OutputRowFitConfig.transfer); method label "
@@ -197,6 +200,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--fit-output-weight goes with --fit-new-words")
     if "unswapped_ce" in args.arms and args.leading_piece_outputs:
         parser.error("--leading-piece-outputs acts on a swap: not with arm unswapped_ce")
+    if args.fit_output_seed and (not args.fit_output_rows or args.train or args.train_only):
+        parser.error("--fit-output-seed goes with --fit-output-rows, in phase after_swap")
     if args.fit_output_transfer and not args.fit_output_rows:
         parser.error("--fit-output-transfer goes with --fit-output-rows")
     if "unswapped_ce" in args.arms and (args.fit_new_words or args.fit_output_rows or args.merge_original):
@@ -676,6 +681,7 @@ def run_after_swap(args, argv, heldout: dict, alignments: Alignments, source_tok
             label += "+leading_piece" if args.leading_piece_outputs else ""
             label += f"+output_fit_{args.fit_output_rows}" if args.fit_output_rows else ""
             label += "+transfer" if args.fit_output_transfer else ""
+            label += f"+fit_seed{args.fit_output_seed}" if args.fit_output_seed else ""
             for seed in args.seeds if dependent else args.seeds[:1]:
                 done = find_row(rows, config, "after_swap", target, label, seed, any_seed=not dependent)
                 if done and all(t in done.get("zero_shot", {}) for t in tasks):
@@ -954,12 +960,14 @@ def fit_output_rows(model, tokenizer, corpus_texts: list, alignment, args) -> di
     from tokswap.output_row_fit import fit_output_rows as fit
 
     texts = task_near_documents() if args.fit_output_rows == "task-near" else corpus_texts
-    config = OutputRowFitConfig(transfer=args.fit_output_transfer)
+    config = OutputRowFitConfig(transfer=args.fit_output_transfer, seed=args.fit_output_seed)
     report = fit(model, tokenizer, shuffled(texts, 0), initialized_rows(alignment), config,
                  progress=lambda line: print(line, file=sys.stderr, flush=True))
     # rows from before the transfer existed lack its report fields; a row without "transfer" did not transfer
     fields = {k: v for k, v in dataclasses.asdict(report).items() if args.fit_output_transfer or "transfer" not in k}
-    return {"texts": args.fit_output_rows, **({"transfer": True} if args.fit_output_transfer else {}), **fields}
+    extra = {**({"transfer": True} if args.fit_output_transfer else {}),
+             **({"seed": args.fit_output_seed} if args.fit_output_seed else {})}
+    return {"texts": args.fit_output_rows, **extra, **fields}
 
 
 # bench option (and row field) -> VocabAdaptationConfig field, for recipe settings an arm may override
