@@ -316,6 +316,29 @@ def test_load_task_drops_unconditional_requests_and_limits(toy_data):
         ev.load_task("piqa", data_dir=toy_data)
 
 
+def test_a_zero_shot_variant_missing_is_read_from_its_few_shot_file_without_the_shots(tmp_path):
+    # A 5-shot file only (as ARC's test split ships): each context is the shots then the question (doc.query).
+    docs = [(["shot\n\nQuestion: q1\nAnswer:"] * 2, [" a", " b"], 1), (["shot\n\nq2"] * 2, [" c", " d"], 0)]
+    write_task(tmp_path, "arc_easy", docs, variant="test_rc_5shot")
+    folder = tmp_path / "oe_eval_tasks" / "arc_easy" / "test_rc_5shot" / "requests.jsonl.gz"
+    with gzip.open(folder, "rt") as handle:
+        records = [json.loads(line) for line in handle]
+    for record in records:  # write_task leaves doc empty; the package's files carry the bare question
+        record["doc"] = {"query": record["request"]["context"].split("\n\n")[-1]}
+    with gzip.open(folder, "wt") as handle:
+        handle.writelines(json.dumps(r) + "\n" for r in records)
+    examples = ev.load_task("arc_easy:test_rc_0shot", data_dir=tmp_path)
+    assert [e.contexts for e in examples] == [["Question: q1\nAnswer:"] * 2, ["q2"] * 2]
+    assert [e.continuations for e in examples] == [[" a", " b"], [" c", " d"]] and [e.gold for e in examples] == [1, 0]
+    assert ev.load_task("arc_easy:test_rc_5shot", data_dir=tmp_path)[0].contexts[0].startswith("shot")
+    with gzip.open(folder, "wt") as handle:  # without doc.query the shots cannot be told from the question
+        handle.writelines(json.dumps({**r, "doc": {}}) + "\n" for r in records)
+    with pytest.raises(ev.EvaluationError, match="no doc.query"):
+        ev.load_task("arc_easy:test_rc_0shot", data_dir=tmp_path)
+    with pytest.raises(ev.EvaluationError, match="No evaluation data"):
+        ev.load_task("arc_easy:train_rc_0shot", data_dir=tmp_path)
+
+
 def test_evaluate_returns_json_and_a_table(tok, bigram, toy_data):
     model = BigramModel(bigram[0])
     results = ev.evaluate(
@@ -451,6 +474,18 @@ def test_real_task_sizes():
     # The zero-shot variants hold the validation splits, without the unconditional requests.
     assert len(ev.load_task("arc_easy")) == 570
     assert len(ev.load_task("openbookqa")) == 500
+
+
+@pytest.mark.slow
+def test_real_zero_shot_prompts_rebuilt_from_a_five_shot_file_are_the_shipped_ones():
+    # The validation split ships both ways: leaving the shots out of val_rc_5shot gives rc_0shot exactly,
+    # which is what makes ARC's test split (5-shot only in the package) usable zero-shot.
+    shipped, rebuilt = ev.load_task("arc_easy"), ev.load_task("arc_easy:val_rc_0shot")
+    assert [(e.doc_id, e.contexts, e.continuations, e.gold) for e in rebuilt] == [
+        (e.doc_id, e.contexts, e.continuations, e.gold) for e in shipped
+    ]
+    test = ev.load_task("arc_easy:test_rc_0shot")
+    assert len(test) == 2376 and all("\n\n" not in e.contexts[0] for e in test)
 
 
 @pytest.fixture(scope="module")

