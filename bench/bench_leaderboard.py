@@ -179,6 +179,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--merge-original", nargs="+", type=float, default=None, metavar="W",
                         help="after training, also score the model with its decoder weights moved a share W of the way "
                              "back to the original model's (tokswap.body_merge); one row per W")
+    parser.add_argument("--keep-models", default=None, metavar="DIR",
+                        help="save each trained model and its tokenizer under DIR/<target>-<arm>-seed<k>-<steps>steps "
+                             "(save_pretrained), so later scoring (`tokswap eval`) needs no re-training")
     parser.add_argument("--checkpoint-steps", nargs="+", type=int, default=[50],
                         help="also score bits per byte after these global steps")
     parser.add_argument("--zero-shot", default="arc_easy,piqa,hellaswag", help="comma-separated tasks ('' for none)")
@@ -817,6 +820,7 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
                                  workdir, alignments.get(args.train_target, seed))
     train_seconds = time.perf_counter() - train_started
     model = result.model.eval()
+    kept = keep_model(model, tokenizer, args, arm, seed)
     curve.update(callback.scores)
     curve[args.train_steps] = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
     fields = {"method": init, "recovery": recovery, "train_steps": args.train_steps,
@@ -826,6 +830,8 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
                          result.stage1_log_history + result.stage2_log_history if "loss" in entry],
               "zero_shot": zero_shot(model, tokenizer, tasks, args.zero_shot_limit) if tasks else {},
               "alignment": alignments.summary(args.train_target, seed)}
+    if kept is not None:
+        fields["kept_as"] = kept
     if before is not None:
         fields["zero_shot_after_swap"] = before
     if fit is not None:
@@ -839,6 +845,20 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
                             for w in args.merge_original}
     fields["seconds"] = {"train": round(train_seconds, 1), "total": round(time.perf_counter() - started, 1)}
     return fields
+
+
+def keep_model(model, tokenizer, args, arm: str, seed: int):
+    """With --keep-models, save the trained model and tokenizer (atomically) and return the folder's name (no machine
+    path enters a row); otherwise None."""
+    if not args.keep_models:
+        return None
+    from tokswap.utils.io import atomic_output_dir
+
+    name = f"{args.train_target}-{arm}-seed{seed}-{args.train_steps}steps"
+    with atomic_output_dir(Path(args.keep_models) / name, in_cache=True) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    return name
 
 
 def train_unswapped(args, heldout, source_tok, dataset, seed: int, recovery: str, started: float) -> dict:
