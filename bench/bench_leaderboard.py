@@ -182,6 +182,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--keep-models", default=None, metavar="DIR",
                         help="save each trained model and its tokenizer under DIR/<target>-<arm>-seed<k>-<steps>steps "
                              "(save_pretrained), so later scoring (`tokswap eval`) needs no re-training")
+    parser.add_argument("--score-kept", action="store_true",
+                        help="train nothing: score the models kept under --keep-models on the --zero-shot tasks their "
+                             "rows lack (a `kept_scores` row each, folded into the trained row when tables are made)")
     parser.add_argument("--checkpoint-steps", nargs="+", type=int, default=[50],
                         help="also score bits per byte after these global steps")
     parser.add_argument("--zero-shot", default="arc_easy,piqa,hellaswag", help="comma-separated tasks ('' for none)")
@@ -199,6 +202,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             setattr(args, key, value)
     if args.stage1_steps > args.train_steps:
         parser.error("--stage1-steps cannot exceed --train-steps")
+    if args.score_kept and not args.keep_models:
+        parser.error("--score-kept reads the models of --keep-models DIR: give it")
     if args.fit_output_weight and not args.fit_new_words:
         parser.error("--fit-output-weight goes with --fit-new-words")
     if "unswapped_ce" in args.arms and args.leading_piece_outputs:
@@ -596,10 +601,18 @@ class Alignments:
 
 # ------------------------------------------------------------------------------------------ rows
 def load_rows(path) -> list:
+    """The rows of `path`, with each `kept_scores` row's zero-shot results folded into the trained row it scored
+    (so every table reads one row per trained model); the kept_scores rows stay, for their commands."""
     if not Path(path).is_file():
         return []
     with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+        rows = [json.loads(line) for line in handle if line.strip()]
+    trained = {(r.get("kept_as"), r["time"]): r for r in rows if r.get("phase") == "train" and r.get("kept_as")}
+    for extra in (r for r in rows if r.get("phase") == "kept_scores"):
+        row = trained[(extra["kept_as"], extra["of"])]
+        row["zero_shot"] = {**row.get("zero_shot", {}), **extra["zero_shot"]}
+        row["zero_shot_scored_later"] = sorted({*row.get("zero_shot_scored_later", []), *extra["zero_shot"]})
+    return rows
 
 
 def append_row(path, row: dict) -> None:
@@ -859,6 +872,30 @@ def keep_model(model, tokenizer, args, arm: str, seed: int):
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
     return name
+
+
+def run_score_kept(args, argv, heldout, source_tok, rows: list) -> None:
+    """--score-kept: score the kept models (--keep-models) of this run's target on the --zero-shot tasks their rows
+    lack, one `kept_scores` row each, so a task added later needs no re-training."""
+    from tokswap.loading import load_tokenizer
+
+    tasks = [t for t in args.zero_shot.split(",") if t]
+    run_original_zero_shot(args, argv, heldout, source_tok, rows)
+    for row in [r for r in rows if r.get("phase") == "train" and r.get("kept_as") and "error" not in r
+                and r.get("config") == run_config(args) and r.get("target") == args.train_target]:
+        missing = [t for t in tasks if t not in row.get("zero_shot", {})]
+        folder = Path(args.keep_models) / row["kept_as"]
+        if not missing or not folder.is_dir():
+            continue
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        extra = base_row(args, argv, heldout, "kept_scores", target=row["target"], kept_as=row["kept_as"],
+                         of=row["time"], zero_shot=zero_shot(model, load_tokenizer(str(folder)), missing,
+                                                             args.zero_shot_limit),
+                         zero_shot_limit=args.zero_shot_limit)
+        append_row(args.output, extra)
+        rows[:] = load_rows(args.output)
 
 
 def train_unswapped(args, heldout, source_tok, dataset, seed: int, recovery: str, started: float) -> dict:
@@ -1510,6 +1547,10 @@ def main(argv=None) -> int:
     source_tok = load_tokenizer(SOURCE_TOKENIZER)
     alignments = Alignments(source_tok, train_texts, args)
     rows = load_rows(args.output)
+    if args.score_kept:
+        run_score_kept(args, argv, heldout, source_tok, rows)
+        print(write_table(args.output))
+        return 0
     run_original(args, argv, heldout, source_tok, rows)
     if not args.train_only:
         run_after_swap(args, argv, heldout, alignments, source_tok, rows)

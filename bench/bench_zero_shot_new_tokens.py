@@ -13,7 +13,6 @@ difference against the unswapped model and its standard error, and the questions
 from __future__ import annotations
 
 import collections
-import json
 import sys
 from pathlib import Path
 
@@ -140,7 +139,7 @@ def row_scorings(row: dict) -> tuple:
 def main() -> int:
     from tokswap.loading import load_tokenizer
 
-    rows = [json.loads(line) for line in open(RESULTS / "leaderboard.jsonl", encoding="utf-8")]
+    rows = lb.load_rows(RESULTS / "leaderboard.jsonl")
     originals = {(task, result["num_examples"]): result for r in rows if r["phase"] == "original_zero_shot"
                  for task, result in r["zero_shot"].items() if "correct" in result}
     source_vocab = set(load_tokenizer(lb.SOURCE_TOKENIZER).get_vocab())
