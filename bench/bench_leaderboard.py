@@ -229,8 +229,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def command_line(argv) -> str:
-    """The command as typed from the repository root (script path relative to it)."""
-    return shlex.join(["python", "bench/bench_leaderboard.py", *argv])
+    """The command as typed from the repository root (script path relative to it), with no machine's paths in it
+    (`portable`): rows are tracked files."""
+    return portable(shlex.join(["python", "bench/bench_leaderboard.py", *argv]))
 
 
 def run_config(args) -> dict:

@@ -1,6 +1,7 @@
 """The published numbers stay traced: README.md and bench/RESULTS.md against bench/results/ (no model runs)."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,29 @@ REPO = Path(__file__).resolve().parents[1]
 def test_published_numbers_are_traced_to_results(command):
     done = subprocess.run([sys.executable, *command], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+MACHINE_PATH = re.compile(r"(?:^|[^A-Za-z0-9_.~])/(?:work|tmp|home|root|Users|var|opt|mnt|srv|private)/")
+
+
+def test_results_files_hold_no_paths_of_one_machine():
+    tracked = subprocess.run(["git", "ls-files", "bench/results"], cwd=REPO, capture_output=True, text=True, check=True)
+    found = [
+        f"{name}:{number}"
+        for name in tracked.stdout.split()
+        for number, line in enumerate((REPO / name).read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+        if MACHINE_PATH.search(line)
+    ]
+    assert not found, f"absolute paths of one machine in tracked results: {found[:5]}"
+
+
+def test_leaderboard_rows_record_their_command_without_machine_paths():
+    sys.path.insert(0, str(REPO / "bench"))
+    import bench_leaderboard as lb
+
+    command = lb.command_line(["--keep-models", "/scratch/me/kept", "--output", str(REPO / "bench/results/x.jsonl")])
+    assert command == "python bench/bench_leaderboard.py --keep-models .../kept --output bench/results/x.jsonl"
+    assert not MACHINE_PATH.search(command)
 
 
 def test_one_seed_check_flags_a_lone_seed_and_passes_pairs_and_deterministic_runs():
