@@ -872,7 +872,9 @@ def keep_model(model, tokenizer, args, arm: str, seed: int):
         return None
     from tokswap.utils.io import atomic_output_dir
 
-    name = f"{args.train_target}-{arm}-seed{seed}-{args.train_steps}steps"
+    init = ARMS[arm][0] or args.default_init or default_init_method()
+    tag = f"-{init}" if ARMS[arm][0] is None and init != default_init_method() else ""  # --default-init
+    name = f"{args.train_target}-{arm}{tag}-seed{seed}-{args.train_steps}steps"
     with atomic_output_dir(Path(args.keep_models) / name, in_cache=True) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
@@ -1078,6 +1080,8 @@ def arm_label(row: dict) -> str:
     extra = f", lr {recipe.pop('stage1_lr'):g} / {recipe.pop('stage2_lr'):g}"
     if row.get("arm") == "default" and row.get("recovery") != default_recovery():
         extra += f", {row.get('recovery')} recovery"  # the default of its time
+    if ARMS.get(row.get("arm"), (None,))[0] is None and row.get("method") not in (None, default_init_method()):
+        extra += f", init {row['method']}"  # --default-init: another init under the arm's recipe
     if all(key in recipe for key in SD_WEIGHT_KEYS):
         *weights, split = [recipe.pop(key) for key in SD_WEIGHT_KEYS]
         extra += ", sd weights ce {:g} / likelihood {:g} / hidden {:g} / prediction {:g}".format(*weights)

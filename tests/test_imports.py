@@ -35,6 +35,7 @@ FLOORS = [
         "tokswap.align.byte_offsets",
         "tokswap.align.leading_pieces",
         "tokswap.align.quality",
+        "tokswap.carved_rows",
     ],
     ["tokswap.align", "tokswap.loading", "tokswap.modeling", "tokswap.hub.prebuilt", "tokswap.default_corpus"],
     ["tokswap.init_methods", "tokswap.surgery", "tokswap.evaluation", "tokswap.body_merge"],

@@ -151,3 +151,31 @@ def test_omp_default_rows_stay_in_the_source_rows_scale(pair):
     limit = weight.norm(dim=1).max()
     assert out[new].norm(dim=1).max() <= 2 * limit
     assert out[new].norm(dim=1).max() < raw[new].norm(dim=1).max()
+
+
+def test_fvt_carved_gives_a_carved_piece_the_rows_of_the_source_words_it_was_carved_from():
+    """SmolLM2 has " evaporation" whole, Qwen2.5 spells it " ev" + "aporation": "aporation" gets that word's row."""
+    from tokswap.loading import load_tokenizer
+
+    smollm2, qwen = load_tokenizer("smollm2"), load_tokenizer("qwen2.5")
+    s, q = smollm2.get_vocab(), qwen.get_vocab()
+    target_to_source = np.zeros(len(qwen), dtype=np.int64)
+    codes = np.full(len(qwen), RowSource.FALLBACK, dtype=np.int8)
+    for token, target_id in q.items():
+        if token in s:
+            target_to_source[target_id], codes[target_id] = s[token], RowSource.IDENTICAL
+    alignment = TokenAlignment(target_to_source, row_sources=codes)
+    weight = torch.randn(len(smollm2), 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    kwargs = dict(source_tokenizer=smollm2, target_tokenizer=qwen)
+    carved = get_init_method("fvt_carved").initialize(weight, alignment, **kwargs)
+    scaled = get_init_method("fvt_scaled").initialize(weight, alignment, **kwargs)
+    assert "Ġevaporation" in s and "Ġevaporation" not in q
+    assert torch.allclose(carved[q["aporation"]], weight[s["Ġevaporation"]], atol=1e-6)
+    assert torch.allclose(carved[q["Ġmetam"]], weight[[s["Ġmetamorph"], s["Ġmetamorphosis"]]].mean(0), atol=1e-6)
+    # shared rows, and new tokens that no source-only word is spelled with, keep fvt_scaled's rows
+    assert torch.equal(carved[q["Ġev"]], weight[s["Ġev"]])
+    assert torch.equal(carved[q["Ġwhipping"]], scaled[q["Ġwhipping"]])
+    changed = (carved != scaled).any(1).nonzero().flatten().tolist()
+    assert 500 < len(changed) < 2000
+    tokens = qwen.convert_ids_to_tokens(changed)
+    assert not any(token in s for token in tokens)

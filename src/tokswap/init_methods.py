@@ -29,7 +29,9 @@ from typing import ClassVar, Optional
 import numpy as np
 import torch
 
+from tokswap.align.vocab import special_token_ids
 from tokswap.alignment import RowSource, TokenAlignment
+from tokswap.carved_rows import carved_sources
 from tokswap.errors import TokswapError
 from tokswap.utils import get_logger
 
@@ -516,6 +518,44 @@ class ScaledFVTInit(FVTInit):
             out[index] = out[index] * self.scale
 
 
+class CarvedFVTInit(ScaledFVTInit):
+    """`fvt_scaled`, except that a new token carved out of source-only words gets the mean of those words' rows.
+
+    Qwen2.5 spells SmolLM2's " evaporation" " ev" + "aporation": the pieces mean would build "aporation" from "ap" +
+    "oration", while the source row that knows the word belongs to no target token. Reading "aporation" means the
+    word was " evaporation" and emitting it means emitting that word, so the row of " evaporation" is the better
+    start (`tokswap.carved_rows`). Other new tokens keep `fvt_scaled`'s rows.
+    """
+
+    name = "fvt_carved"
+    paper = "Gee et al. (2022), Fast Vocabulary Transfer, with rows of carved source words (tokswap)."
+
+    def initialize(
+        self,
+        source_weight,
+        alignment,
+        *,
+        source_tokenizer=None,
+        target_tokenizer=None,
+        generator=None,
+        initializer_range=0.02,
+    ):
+        out = super().initialize(
+            source_weight, alignment, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer
+        )
+        shared = shared_row_mask(alignment, source_tokenizer, target_tokenizer)
+        new = ~shared & ~padding_row_mask(alignment) & (np.arange(len(shared)) < len(target_tokenizer))
+        kept = np.zeros(source_weight.shape[0], dtype=bool)
+        kept[alignment.target_to_source[shared]] = True
+        specials = special_token_ids(source_tokenizer)
+        limit = min(source_weight.shape[0], len(source_tokenizer))
+        only = np.array([i for i in np.flatnonzero(~kept[:limit]) if int(i) not in specials], dtype=np.int64)
+        rows, indptr, indices = carved_sources(only, token_texts(source_tokenizer, only), target_tokenizer, new)
+        mean_of_pieces(source_weight, rows, indptr, indices, out)
+        logger.info("fvt_carved: %d new rows from %d source-only words' rows.", len(rows), len(set(indices.tolist())))
+        return out
+
+
 class FocusFVTInit(InitMethod):
     """A FOCUS variant with no target-side space: each token not in the source vocabulary becomes a
     sparsemax-weighted combination of the source rows of the tokens both vocabularies share.
@@ -832,6 +872,7 @@ INIT_METHODS: dict[str, type[InitMethod]] = {
         MultivariateInit,
         FVTInit,
         ScaledFVTInit,
+        CarvedFVTInit,
         FocusInit,
         FocusFVTInit,
         OMPInit,

@@ -1,0 +1,60 @@
+"""Which source words a new token was carved from: rows the swap would otherwise throw away.
+
+A source vocabulary often holds whole words the target spells in pieces: SmolLM2 has " evaporation" as one token,
+Qwen2.5 spells it " ev" + "aporation". The swap keeps " ev" (both vocabularies have it) and must invent "aporation",
+which the pieces mean builds from what its *text* splits into in the source ("ap" + "oration"): fragments with no
+meaning. Meanwhile the source row that knows the word, " evaporation", belongs to no target token and is dropped.
+
+Here each new target token that is a piece of some source-only words' target spelling is listed with those words:
+"aporation" <- " evaporation", " metam" <- " metamorph", " metamorphosis". Reading "aporation" means the word was
+" evaporation" (its input row), and emitting it means emitting that word (its output row), so the init
+(`tokswap.init_methods.CarvedFVTInit`) gives it the mean of those words' source rows.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, Tuple
+
+import numpy as np
+
+
+def carved_sources(
+    source_ids: Sequence[int], source_texts: Sequence[str], target_tokenizer, new_rows: np.ndarray
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each new target row that is a piece of a source-only word's target spelling, the source words.
+
+    Args:
+        source_ids: source tokens the target vocabulary lacks (by bytes).
+        source_texts: the text of each, as the target tokenizer should read it (leading space kept).
+        target_tokenizer: the new tokenizer.
+        new_rows (`np.ndarray` of `bool`): target rows the swap must initialize (neither shared nor padding).
+
+    Returns:
+        `(rows, indptr, indices)`: the new target rows with at least one source word, ascending, and a CSR list of
+        the source ids of each (each once, ascending). A source word spelled with one target token is skipped: the
+        same bytes in one token would be a shared token, so such a spelling only arises from normalization.
+    """
+    keep = [k for k, text in enumerate(source_texts) if text and "\ufffd" not in text]
+    texts = [source_texts[k] for k in keep]
+    backend = getattr(target_tokenizer, "_tokenizer", None)
+    if not texts:
+        encoded = []
+    elif backend is not None and hasattr(backend, "encode_batch"):
+        encoded = [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]
+    else:
+        encoded = target_tokenizer(texts, add_special_tokens=False)["input_ids"]
+    pairs = set()
+    for k, ids in zip(keep, encoded):
+        if len(ids) < 2:
+            continue
+        for piece in ids:
+            if piece < len(new_rows) and new_rows[piece]:
+                pairs.add((int(piece), int(source_ids[k])))
+    if not pairs:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, np.zeros(1, dtype=np.int64), empty
+    table = np.array(sorted(pairs), dtype=np.int64)
+    rows, counts = np.unique(table[:, 0], return_counts=True)
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    return rows, indptr, table[:, 1].copy()
