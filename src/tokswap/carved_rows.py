@@ -9,6 +9,11 @@ Here each new target token that is a piece of some source-only words' target spe
 "aporation" <- " evaporation", " metam" <- " metamorph", " metamorphosis". Reading "aporation" means the word was
 " evaporation" (its input row), and emitting it means emitting that word (its output row), so the init
 (`tokswap.init_methods.CarvedFVTInit`) gives it the mean of those words' source rows.
+
+In a model with tied embeddings one row serves both. For a first piece (" metam") both uses agree: emitting it
+starts the word. For a later piece they do not: after " ev" the state predicts a piece that continues a word, and
+the word's row, made to start one, rates "aporation" lower than the pieces mean does. `first_pieces_only` keeps
+such rows out.
 """
 
 from __future__ import annotations
@@ -19,7 +24,11 @@ import numpy as np
 
 
 def carved_sources(
-    source_ids: Sequence[int], source_texts: Sequence[str], target_tokenizer, new_rows: np.ndarray
+    source_ids: Sequence[int],
+    source_texts: Sequence[str],
+    target_tokenizer,
+    new_rows: np.ndarray,
+    first_pieces_only: bool = False,
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each new target row that is a piece of a source-only word's target spelling, the source words.
 
@@ -28,6 +37,8 @@ def carved_sources(
         source_texts: the text of each, as the target tokenizer should read it (leading space kept).
         target_tokenizer: the new tokenizer.
         new_rows (`np.ndarray` of `bool`): target rows the swap must initialize (neither shared nor padding).
+        first_pieces_only (`bool`): list only the first piece of each spelling (" metam" of " metamorphosis", not
+            "aporation" of " evaporation"), whose output row, like the word's, starts the word.
 
     Returns:
         `(rows, indptr, indices)`: the new target rows with at least one source word, ascending, and a CSR list of
@@ -47,7 +58,7 @@ def carved_sources(
     for k, ids in zip(keep, encoded):
         if len(ids) < 2:
             continue
-        for piece in ids:
+        for piece in ids[:1] if first_pieces_only else ids:
             if piece < len(new_rows) and new_rows[piece]:
                 pairs.add((int(piece), int(source_ids[k])))
     if not pairs:

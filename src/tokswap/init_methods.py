@@ -529,6 +529,7 @@ class CarvedFVTInit(ScaledFVTInit):
 
     name = "fvt_carved"
     paper = "Gee et al. (2022), Fast Vocabulary Transfer, with rows of carved source words (tokswap)."
+    first_pieces_only: ClassVar[bool] = False
 
     def initialize(
         self,
@@ -550,10 +551,22 @@ class CarvedFVTInit(ScaledFVTInit):
         specials = special_token_ids(source_tokenizer)
         limit = min(source_weight.shape[0], len(source_tokenizer))
         only = np.array([i for i in np.flatnonzero(~kept[:limit]) if int(i) not in specials], dtype=np.int64)
-        rows, indptr, indices = carved_sources(only, token_texts(source_tokenizer, only), target_tokenizer, new)
+        texts = token_texts(source_tokenizer, only)
+        rows, indptr, indices = carved_sources(only, texts, target_tokenizer, new, self.first_pieces_only)
         mean_of_pieces(source_weight, rows, indptr, indices, out)
-        logger.info("fvt_carved: %d new rows from %d source-only words' rows.", len(rows), len(set(indices.tolist())))
+        logger.info(
+            "%s: %d new rows from %d source-only words' rows.", self.name, len(rows), len(set(indices.tolist()))
+        )
         return out
+
+
+class FirstCarvedFVTInit(CarvedFVTInit):
+    """`fvt_carved` for first pieces only (" metam" of " metamorphosis"): with tied embeddings a later piece's row
+    is also its output row, and a whole word's row predicts the start of a word, not a piece that continues one."""
+
+    name = "fvt_carved_first"
+    paper = "Gee et al. (2022), Fast Vocabulary Transfer, with rows of carved source words' first pieces (tokswap)."
+    first_pieces_only = True
 
 
 class FocusFVTInit(InitMethod):
@@ -873,6 +886,7 @@ INIT_METHODS: dict[str, type[InitMethod]] = {
         FVTInit,
         ScaledFVTInit,
         CarvedFVTInit,
+        FirstCarvedFVTInit,
         FocusInit,
         FocusFVTInit,
         OMPInit,
