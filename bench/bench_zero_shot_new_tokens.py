@@ -5,7 +5,9 @@ model's, scored on the same questions) and splits each task's questions by wheth
 each choice), tokenized with the target tokenizer, holds a token that is not in SmolLM2's vocabulary, i.e. a row
 the swap had to initialize (`fvt_scaled`: the scaled mean of its pieces), and those again by whether the new token
 is in a choice's scored tokens or only in the context. For each group: questions, the paired
-difference against the unswapped model and its standard error, and the questions lost and gained. No model runs:
+difference against the unswapped model and its standard error, and the questions lost and gained. A second split
+runs the other way: whether a choice holds a *carved* word, a whole word of SmolLM2's vocabulary that the target
+spells in pieces (" evaporation" -> " ev" + "aporation"), whose source row the swap drops. No model runs:
 
     python bench/bench_zero_shot_new_tokens.py   # writes bench/results/zero_shot_new_tokens.md
 """
@@ -90,6 +92,112 @@ def offset_lines(rows: list, originals: dict, source_vocab: set) -> list:
                 swapped = "".join(
                     "1" if int(np.argmax(np.array(scores) + c * np.array(new))) == gold else "0"
                     for scores, (new, gold) in zip(result["loglikelihoods"], per_question))
+                diff, se = lb.paired_difference(swapped, original["correct"])
+                cells.append(f"{diff:+.1f} ± {se:.1f}")
+            lines.append(f"| {lb.arm_label(r)}, seed {r['seed']} | {task} | {result['num_examples']} | "
+                         + " | ".join(cells) + " |")
+    return lines
+
+
+def carved_word_questions(task: str, n: int, source_tok, target_bytes: set) -> tuple:
+    """Per question of `task`: each choice's number of *carved* words among its scored text, i.e. source tokens the
+    target vocabulary lacks (by bytes), such as SmolLM2's " evaporation", which Qwen2.5 spells " ev" + "aporation",
+    and the gold choice's index; and a Counter of the carved words in scored choices (questions holding each)."""
+    from tokswap.align.vocab import token_bytes
+    from tokswap.evaluation.zero_shot import load_task
+
+    source_bytes = token_bytes(source_tok)
+
+    def carved(ids: list) -> list:
+        return [source_tok.convert_ids_to_tokens(i) for i in ids
+                if source_bytes[i] is not None and len(source_bytes[i]) > 1 and source_bytes[i] not in target_bytes]
+
+    per_question, words = [], collections.Counter()
+    for example in load_task(task, limit=n):
+        per_choice, in_choice = [], set()
+        for context, continuation in zip(example.contexts, example.continuations):
+            context_ids = source_tok(context, add_special_tokens=False).input_ids
+            whole = source_tok(context + continuation, add_special_tokens=False).input_ids
+            found = carved(whole[len(context_ids):])
+            per_choice.append(len(found))
+            in_choice.update(found)
+        words.update(in_choice)
+        per_question.append((per_choice, example.gold))
+    return per_question, words
+
+
+def carved_word_lines(rows: list, originals: dict) -> list:
+    """The paired difference on questions whose scored choices hold a carved word (a whole source word the target
+    spells in pieces, so its source row belongs to no target token) against those whose choices hold none; and, among
+    the first, by whether the gold choice holds more of them than every other choice."""
+    from tokswap.align.vocab import token_bytes
+    from tokswap.loading import load_tokenizer
+
+    source_tok = load_tokenizer(lb.SOURCE_TOKENIZER)
+    lines = ["", "## Questions whose choices hold a carved word", "",
+             "A carved word is a token of SmolLM2's vocabulary that the target's lacks (by bytes), so the target spells "
+             "it in pieces and the swap drops its row (SmolLM2's ` evaporation`, Qwen2.5's ` ev` + `aporation`). "
+             "Questions are split by whether any choice's scored text, in SmolLM2's tokenization, holds one; difference "
+             "and errors as above.", "",
+             "| arm | scored | task | questions | group | questions in group | difference (points) | lost | gained |",
+             "|---|---|---|---:|---|---:|---:|---:|---:|"]
+    cache, top = {}, {}
+    for r in rows:
+        if r["phase"] not in ("train", "after_swap") or "error" in r or r.get("method") == "none":
+            continue
+        name, scorings = row_scorings(r)
+        for when, key in scorings:
+            for task, result in r.get(key, {}).items():
+                original = originals.get((task, result["num_examples"]))
+                if "correct" not in result or original is None:
+                    continue
+                marker = (task, result["num_examples"], r["target"])
+                if marker not in cache:
+                    target_bytes = {b for b in token_bytes(load_tokenizer(r["target"])) if b is not None}
+                    cache[marker] = carved_word_questions(task, result["num_examples"], source_tok, target_bytes)
+                per_question, words = cache[marker]
+                top[task] = words
+                sides = ["none" if not max(counts) else "gold more" if counts[gold] > max(counts[:gold] + counts[gold + 1:])
+                         else "other" for counts, gold in per_question]
+                groups = [("a choice holds a carved word", ("gold more", "other")), ("no choice holds one", ("none",)),
+                          ("... the gold choice holds more carved words", ("gold more",))]
+                for label, wanted in groups:
+                    pick = [k for k, side in enumerate(sides) if side in wanted]
+                    swapped = "".join(result["correct"][k] for k in pick)
+                    unswapped = "".join(original["correct"][k] for k in pick)
+                    diff, se = lb.paired_difference(swapped, unswapped) if len(pick) > 1 else (float("nan"),) * 2
+                    lost = sum(a == "0" and b == "1" for a, b in zip(swapped, unswapped))
+                    gained = sum(a == "1" and b == "0" for a, b in zip(swapped, unswapped))
+                    lines.append(f"| {name} | {when} | {task} | {result['num_examples']} "
+                                 f"| {label} | {len(pick)} | {diff:+.1f} ± {se:.1f} | {lost} | {gained} |")
+    for task, words in top.items():
+        shown = ", ".join(f"`{token!r}` {count}" for token, count in most_common(words, 12))
+        lines += ["", f"{task}: the carved words in most scored choices (questions; {len(words)} distinct): {shown}"]
+    return lines + carved_offset_lines(rows, originals, cache)
+
+
+CARVED_OFFSETS = (0.0, 2.0, 4.0, 8.0)
+
+
+def carved_offset_lines(rows: list, originals: dict, cache: dict) -> list:
+    """Post hoc, as `offset_lines` but per carved word: is the carved words' loss a uniform under-rating (which a
+    constant would undo) or a wrong ranking among them?"""
+    lines = ["", "If every carved word in a choice scored c nats higher (post hoc, no model run; rows that kept each "
+             "choice's log-likelihood):", "",
+             "| arm | task | questions | " + " | ".join(f"c = {c:g}" for c in CARVED_OFFSETS) + " |",
+             "|---|---|---:|" + "---:|" * len(CARVED_OFFSETS)]
+    for r in rows:
+        for task, result in (r.get("zero_shot", {}) if r["phase"] == "train" and r["method"] != "none" else {}).items():
+            original = originals.get((task, result["num_examples"]))
+            marker = (task, result["num_examples"], r["target"])
+            if "loglikelihoods" not in result or original is None or marker not in cache:
+                continue
+            per_question, _ = cache[marker]
+            cells = []
+            for c in CARVED_OFFSETS:
+                swapped = "".join(
+                    "1" if int(np.argmax(np.array(scores) + c * np.array(counts))) == gold else "0"
+                    for scores, (counts, gold) in zip(result["loglikelihoods"], per_question))
                 diff, se = lb.paired_difference(swapped, original["correct"])
                 cells.append(f"{diff:+.1f} ± {se:.1f}")
             lines.append(f"| {lb.arm_label(r)}, seed {r['seed']} | {task} | {result['num_examples']} | "
@@ -192,6 +300,7 @@ def main() -> int:
         lines += ["", f"{task}: the new tokens in most scored choices (questions holding them in a choice; "
                   f"{len(choice_counts)} distinct): {shown}"]
     lines += offset_lines(rows, originals, source_vocab)
+    lines += carved_word_lines(rows, originals)
     lines += corpus_frequency_lines(top, "qwen2.5")
     (RESULTS / "zero_shot_new_tokens.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))

@@ -13,6 +13,8 @@ They share one interface, `InitMethod.initialize`, and are selected by name thro
 | `mean` | the mean source row | baseline in TokAlign, section 4 |
 | `multivariate` | a sample of N(mean, covariance) of the source rows | Hewitt 2021; baseline in TokAlign |
 | `fvt` | the mean of the source pieces the token's text splits into | Gee et al. 2022, Fast Vocabulary Transfer |
+| `fvt_scaled` | `fvt`, rows of two or more pieces scaled by 0.9 (the default) | tokswap |
+| `fvt_carved` | `fvt_scaled`, but a piece of source words the target splits gets those words' rows | tokswap |
 | `focus` | a sparsemax-weighted sum of shared tokens' rows (see `FocusInit` for our variant) | Dobler & de Melo 2023, FOCUS |
 
 For every method but `tokalign`, tokens that both vocabularies share (alignment rows marked
@@ -529,7 +531,6 @@ class CarvedFVTInit(ScaledFVTInit):
 
     name = "fvt_carved"
     paper = "Gee et al. (2022), Fast Vocabulary Transfer, with rows of carved source words (tokswap)."
-    first_pieces_only: ClassVar[bool] = False
 
     def initialize(
         self,
@@ -552,21 +553,12 @@ class CarvedFVTInit(ScaledFVTInit):
         limit = min(source_weight.shape[0], len(source_tokenizer))
         only = np.array([i for i in np.flatnonzero(~kept[:limit]) if int(i) not in specials], dtype=np.int64)
         texts = token_texts(source_tokenizer, only)
-        rows, indptr, indices = carved_sources(only, texts, target_tokenizer, new, self.first_pieces_only)
+        rows, indptr, indices = carved_sources(only, texts, target_tokenizer, new)
         mean_of_pieces(source_weight, rows, indptr, indices, out)
         logger.info(
             "%s: %d new rows from %d source-only words' rows.", self.name, len(rows), len(set(indices.tolist()))
         )
         return out
-
-
-class FirstCarvedFVTInit(CarvedFVTInit):
-    """`fvt_carved` for first pieces only (" metam" of " metamorphosis"): with tied embeddings a later piece's row
-    is also its output row, and a whole word's row predicts the start of a word, not a piece that continues one."""
-
-    name = "fvt_carved_first"
-    paper = "Gee et al. (2022), Fast Vocabulary Transfer, with rows of carved source words' first pieces (tokswap)."
-    first_pieces_only = True
 
 
 class FocusFVTInit(InitMethod):
@@ -886,7 +878,6 @@ INIT_METHODS: dict[str, type[InitMethod]] = {
         FVTInit,
         ScaledFVTInit,
         CarvedFVTInit,
-        FirstCarvedFVTInit,
         FocusInit,
         FocusFVTInit,
         OMPInit,
