@@ -66,6 +66,29 @@ def most_common(counter: collections.Counter, n: int) -> list:
 OFFSETS = (0.0, 1.0, 2.0, 4.0)
 
 
+def group_cells(swapped_all: str, unswapped_all: str, pick: list) -> str:
+    """The cells of one group of questions: its size, the paired difference ± se, questions lost and gained."""
+    swapped = "".join(swapped_all[k] for k in pick)
+    unswapped = "".join(unswapped_all[k] for k in pick)
+    diff, se = lb.paired_difference(swapped, unswapped) if len(pick) > 1 else (float("nan"),) * 2
+    lost = sum(a == "0" and b == "1" for a, b in zip(swapped, unswapped))
+    gained = sum(a == "1" and b == "0" for a, b in zip(swapped, unswapped))
+    return f"{len(pick)} | {diff:+.1f} ± {se:.1f} | {lost} | {gained}"
+
+
+def offset_cells(loglikelihoods: list, per_question: list, original_correct: str, offsets) -> list:
+    """Per offset c: each choice's summed log-likelihood plus c per counted token of that choice (`per_question`:
+    (counts per choice, gold index)), the argmax recomputed (ties to the lowest index, as the scorer), paired with
+    the unswapped model's outcomes: "difference ± se" cells."""
+    cells = []
+    for c in offsets:
+        swapped = "".join("1" if int(np.argmax(np.array(scores) + c * np.array(counts))) == gold else "0"
+                          for scores, (counts, gold) in zip(loglikelihoods, per_question))
+        diff, se = lb.paired_difference(swapped, original_correct)
+        cells.append(f"{diff:+.1f} ± {se:.1f}")
+    return cells
+
+
 def offset_lines(rows: list, originals: dict, source_vocab: set) -> list:
     """A post-hoc bound on the gold-side bias: each choice's summed log-likelihood (kept by rows since the fourteenth
     session) raised by `c` nats per new token among its scored tokens, the argmax recomputed (ties to the lowest index,
@@ -87,13 +110,7 @@ def offset_lines(rows: list, originals: dict, source_vocab: set) -> list:
                 continue
             *_, per_question = new_token_questions(task, result["num_examples"], source_vocab,
                                                    load_tokenizer(r["target"]))
-            cells = []
-            for c in OFFSETS:
-                swapped = "".join(
-                    "1" if int(np.argmax(np.array(scores) + c * np.array(new))) == gold else "0"
-                    for scores, (new, gold) in zip(result["loglikelihoods"], per_question))
-                diff, se = lb.paired_difference(swapped, original["correct"])
-                cells.append(f"{diff:+.1f} ± {se:.1f}")
+            cells = offset_cells(result["loglikelihoods"], per_question, original["correct"], OFFSETS)
             lines.append(f"| {lb.arm_label(r)}, seed {r['seed']} | {task} | {result['num_examples']} | "
                          + " | ".join(cells) + " |")
     return lines
@@ -142,34 +159,23 @@ def carved_word_lines(rows: list, originals: dict) -> list:
              "| arm | scored | task | questions | group | questions in group | difference (points) | lost | gained |",
              "|---|---|---|---:|---|---:|---:|---:|---:|"]
     cache, top = {}, {}
-    for r in rows:
-        if r["phase"] not in ("train", "after_swap") or "error" in r or r.get("method") == "none":
+    for r, name, when, task, result, original in scored_results(rows, originals):
+        if r.get("method") == "none":  # the control has no swap
             continue
-        name, scorings = row_scorings(r)
-        for when, key in scorings:
-            for task, result in r.get(key, {}).items():
-                original = originals.get((task, result["num_examples"]))
-                if "correct" not in result or original is None:
-                    continue
-                marker = (task, result["num_examples"], r["target"])
-                if marker not in cache:
-                    target_bytes = {b for b in token_bytes(load_tokenizer(r["target"])) if b is not None}
-                    cache[marker] = carved_word_questions(task, result["num_examples"], source_tok, target_bytes)
-                per_question, words = cache[marker]
-                top[task] = words
-                sides = ["none" if not max(counts) else "gold more" if counts[gold] > max(counts[:gold] + counts[gold + 1:])
-                         else "other" for counts, gold in per_question]
-                groups = [("a choice holds a carved word", ("gold more", "other")), ("no choice holds one", ("none",)),
-                          ("... the gold choice holds more carved words", ("gold more",))]
-                for label, wanted in groups:
-                    pick = [k for k, side in enumerate(sides) if side in wanted]
-                    swapped = "".join(result["correct"][k] for k in pick)
-                    unswapped = "".join(original["correct"][k] for k in pick)
-                    diff, se = lb.paired_difference(swapped, unswapped) if len(pick) > 1 else (float("nan"),) * 2
-                    lost = sum(a == "0" and b == "1" for a, b in zip(swapped, unswapped))
-                    gained = sum(a == "1" and b == "0" for a, b in zip(swapped, unswapped))
-                    lines.append(f"| {name} | {when} | {task} | {result['num_examples']} "
-                                 f"| {label} | {len(pick)} | {diff:+.1f} ± {se:.1f} | {lost} | {gained} |")
+        marker = (task, result["num_examples"], r["target"])
+        if marker not in cache:
+            target_bytes = {b for b in token_bytes(load_tokenizer(r["target"])) if b is not None}
+            cache[marker] = carved_word_questions(task, result["num_examples"], source_tok, target_bytes)
+        per_question, words = cache[marker]
+        top[task] = words
+        sides = ["none" if not max(counts) else "gold more" if counts[gold] > max(counts[:gold] + counts[gold + 1:])
+                 else "other" for counts, gold in per_question]
+        groups = [("a choice holds a carved word", ("gold more", "other")), ("no choice holds one", ("none",)),
+                  ("... the gold choice holds more carved words", ("gold more",))]
+        for label, wanted in groups:
+            pick = [k for k, side in enumerate(sides) if side in wanted]
+            lines.append(f"| {name} | {when} | {task} | {result['num_examples']} | {label} | "
+                         + group_cells(result["correct"], original["correct"], pick) + " |")
     for task, words in top.items():
         shown = ", ".join(f"`{token!r}` {count}" for token, count in most_common(words, 12))
         lines += ["", f"{task}: the carved words in most scored choices (questions; {len(words)} distinct): {shown}"]
@@ -193,15 +199,33 @@ def carved_offset_lines(rows: list, originals: dict, cache: dict) -> list:
             if "loglikelihoods" not in result or original is None or marker not in cache:
                 continue
             per_question, _ = cache[marker]
-            cells = []
-            for c in CARVED_OFFSETS:
-                swapped = "".join(
-                    "1" if int(np.argmax(np.array(scores) + c * np.array(counts))) == gold else "0"
-                    for scores, (counts, gold) in zip(result["loglikelihoods"], per_question))
-                diff, se = lb.paired_difference(swapped, original["correct"])
-                cells.append(f"{diff:+.1f} ± {se:.1f}")
+            cells = offset_cells(result["loglikelihoods"], per_question, original["correct"], CARVED_OFFSETS)
             lines.append(f"| {lb.arm_label(r)}, seed {r['seed']} | {task} | {result['num_examples']} | "
                          + " | ".join(cells) + " |")
+    return lines
+
+
+def init_pair_lines(rows: list, reference: str = "fvt_scaled") -> list:
+    """Each init scored right after the swap against `reference` on the same target and questions, paired: what a
+    change of init alone does, without the unswapped model's noise in between."""
+    scored = [r for r in rows if r["phase"] == "after_swap" and "error" not in r and r.get("zero_shot")]
+    base = {(r["target"], task, result["num_examples"]): result for r in scored if r["method"] == reference
+            for task, result in r["zero_shot"].items() if "correct" in result}
+    lines = ["", f"## Inits right after the swap against `{reference}`, paired", "",
+             f"Difference: the init's accuracy minus `{reference}`'s on the same questions (points ± the standard error "
+             "of the per-question difference); lost and gained: questions it gets wrong that the reference gets right, "
+             "and the reverse.", "",
+             "| init | target | task | questions | difference (points) | lost | gained |", "|---|---|---|---:|---:|---:|---:|"]
+    for r in scored:
+        for task, result in r["zero_shot"].items():
+            other = base.get((r["target"], task, result["num_examples"]))
+            if r["method"] == reference or other is None or "correct" not in result:
+                continue
+            diff, se = lb.paired_difference(result["correct"], other["correct"])
+            lost = sum(a == "0" and b == "1" for a, b in zip(result["correct"], other["correct"]))
+            gained = sum(a == "1" and b == "0" for a, b in zip(result["correct"], other["correct"]))
+            lines.append(f"| {r['method']} | {r['target']} | {task} | {result['num_examples']} | {diff:+.1f} ± {se:.1f} "
+                         f"| {lost} | {gained} |")
     return lines
 
 
@@ -236,6 +260,20 @@ def corpus_frequency_lines(top: dict, target: str) -> list:
     return lines
 
 
+def scored_results(rows: list, originals: dict):
+    """Every zero-shot result of a swapped or trained row that the unswapped model was scored on with the same
+    questions: (row, its name, when scored, task, result, the unswapped model's result)."""
+    for r in rows:
+        if r["phase"] not in ("train", "after_swap") or "error" in r:
+            continue
+        name, scorings = row_scorings(r)
+        for when, key in scorings:
+            for task, result in r.get(key, {}).items():
+                original = originals.get((task, result["num_examples"]))
+                if "correct" in result and original is not None:
+                    yield r, name, when, task, result, original
+
+
 def row_scorings(row: dict) -> tuple:
     """A leaderboard row's name in the tables and its zero-shot results: (when scored, the row's key) pairs."""
     if row["phase"] == "after_swap":  # phase after_swap with --zero-shot-after-swap: no training, no seed of its own
@@ -261,38 +299,27 @@ def main() -> int:
              "choice holds more new tokens than the others, fewer, or as many.", "",
              "| arm | scored | task | questions | group | questions in group | difference (points) | lost | gained |",
              "|---|---|---|---:|---|---:|---:|---:|---:|"]
-    top = {}
-    for r in rows:
-        if r["phase"] not in ("train", "after_swap") or "error" in r:
-            continue
-        target_tok = load_tokenizer(r["target"])
-        name, scorings = row_scorings(r)
-        for when, key in scorings:
-            for task, result in r.get(key, {}).items():
-                original = originals.get((task, result["num_examples"]))
-                if "correct" not in result or original is None:
-                    continue
-                places, counts, choice_counts, sides, _ = new_token_questions(task, result["num_examples"],
-                                                                           source_vocab, target_tok)
-                top[task] = (counts, choice_counts)
-                any_side = ("gold more", "gold fewer", "equal")
-                # the scorer sums log-likelihoods: which side the new tokens sit on says whether they pull it toward
-                # or away from the gold choice
-                groups = [("with a new token", ("choice", "context only"), any_side), ("without", ("none",), any_side),
-                          ("... in a scored choice", ("choice",), any_side),
-                          ("... in the context only", ("context only",), any_side),
-                          ("... the gold choice holds more new tokens", ("choice",), ("gold more",)),
-                          ("... the gold choice holds fewer", ("choice",), ("gold fewer",)),
-                          ("... as many in every choice", ("choice",), ("equal",))]
-                for label, wanted, wanted_sides in groups:
-                    pick = [k for k in range(len(places)) if places[k] in wanted and sides[k] in wanted_sides]
-                    swapped = "".join(result["correct"][k] for k in pick)
-                    unswapped = "".join(original["correct"][k] for k in pick)
-                    diff, se = lb.paired_difference(swapped, unswapped) if len(pick) > 1 else (float("nan"),) * 2
-                    lost = sum(a == "0" and b == "1" for a, b in zip(swapped, unswapped))
-                    gained = sum(a == "1" and b == "0" for a, b in zip(swapped, unswapped))
-                    lines.append(f"| {name} | {when} | {task} | {result['num_examples']} "
-                                 f"| {label} | {len(pick)} | {diff:+.1f} ± {se:.1f} | {lost} | {gained} |")
+    top, tokenizers = {}, {}
+    for r, name, when, task, result, original in scored_results(rows, originals):
+        if r["target"] not in tokenizers:
+            tokenizers[r["target"]] = load_tokenizer(r["target"])
+        target_tok = tokenizers[r["target"]]
+        places, counts, choice_counts, sides, _ = new_token_questions(task, result["num_examples"],
+                                                                   source_vocab, target_tok)
+        top[task] = (counts, choice_counts)
+        any_side = ("gold more", "gold fewer", "equal")
+        # the scorer sums log-likelihoods: which side the new tokens sit on says whether they pull it toward
+        # or away from the gold choice
+        groups = [("with a new token", ("choice", "context only"), any_side), ("without", ("none",), any_side),
+                  ("... in a scored choice", ("choice",), any_side),
+                  ("... in the context only", ("context only",), any_side),
+                  ("... the gold choice holds more new tokens", ("choice",), ("gold more",)),
+                  ("... the gold choice holds fewer", ("choice",), ("gold fewer",)),
+                  ("... as many in every choice", ("choice",), ("equal",))]
+        for label, wanted, wanted_sides in groups:
+            pick = [k for k in range(len(places)) if places[k] in wanted and sides[k] in wanted_sides]
+            lines.append(f"| {name} | {when} | {task} | {result['num_examples']} | {label} | "
+                         + group_cells(result["correct"], original["correct"], pick) + " |")
     for task, (counts, choice_counts) in top.items():
         shown = ", ".join(f"`{token!r}` {count}" for token, count in most_common(counts, 8))
         lines += ["", f"{task}: the new tokens in most questions (questions holding them): {shown}"]
@@ -301,6 +328,7 @@ def main() -> int:
                   f"{len(choice_counts)} distinct): {shown}"]
     lines += offset_lines(rows, originals, source_vocab)
     lines += carved_word_lines(rows, originals)
+    lines += init_pair_lines(rows)
     lines += corpus_frequency_lines(top, "qwen2.5")
     (RESULTS / "zero_shot_new_tokens.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
