@@ -15,6 +15,7 @@ spells in pieces (" evaporation" -> " ev" + "aporation"), whose source row the s
 from __future__ import annotations
 
 import collections
+import statistics
 import sys
 from pathlib import Path
 
@@ -76,17 +77,33 @@ def group_cells(swapped_all: str, unswapped_all: str, pick: list) -> str:
     return f"{len(pick)} | {diff:+.1f} ± {se:.1f} | {lost} | {gained}"
 
 
-def offset_cells(loglikelihoods: list, per_question: list, original_correct: str, offsets) -> list:
+def offset_differences(loglikelihoods: list, per_question: list, original_correct: str, offsets) -> list:
     """Per offset c: each choice's summed log-likelihood plus c per counted token of that choice (`per_question`:
     (counts per choice, gold index)), the argmax recomputed (ties to the lowest index, as the scorer), paired with
-    the unswapped model's outcomes: "difference ± se" cells."""
-    cells = []
+    the unswapped model's outcomes: (difference, se) in points."""
+    out = []
     for c in offsets:
         swapped = "".join("1" if int(np.argmax(np.array(scores) + c * np.array(counts))) == gold else "0"
                           for scores, (counts, gold) in zip(loglikelihoods, per_question))
-        diff, se = lb.paired_difference(swapped, original_correct)
-        cells.append(f"{diff:+.1f} ± {se:.1f}")
-    return cells
+        out.append(lb.paired_difference(swapped, original_correct))
+    return out
+
+
+def pooled_lines(pooled: dict, header: str, columns: list) -> list:
+    """Rows of arms scored on two or more training seeds: per column, the mean over seeds of the per-seed paired
+    difference ± its standard deviation over seeds (the spread a seed adds), and the seeds' range."""
+    lines = []
+    for key, per_column in pooled.items():
+        seeds = len(per_column[0])
+        if seeds < 2:
+            continue
+        cells = [f"{statistics.mean(v):+.1f} ± {statistics.stdev(v):.1f} ({min(v):+.1f} to {max(v):+.1f})"
+                 for v in per_column]
+        lines.append("| " + " | ".join(str(k) for k in key) + f" | {seeds} | " + " | ".join(cells) + " |")
+    if not lines:
+        return []
+    return ["", header, "", "| " + " | ".join(columns) + " |",
+            "|" + "---|" * (len(columns) - 1 - len(per_column)) + "---:|" * (1 + len(per_column)), *lines]
 
 
 def offset_lines(rows: list, originals: dict, source_vocab: set) -> list:
@@ -96,6 +113,7 @@ def offset_lines(rows: list, originals: dict, source_vocab: set) -> list:
     model, raising new tokens' scores alone is not the lever for it."""
     from tokswap.loading import load_tokenizer
 
+    pooled = {}
     lines = ["", "## If every new token in a choice scored c nats higher (post hoc, no model run)", "",
              "Rows that kept each choice's log-likelihood: that sum plus c per new token among the choice's scored "
              "tokens, the argmax recomputed, the difference paired with the unswapped model as above (c = 0 is the "
@@ -110,10 +128,15 @@ def offset_lines(rows: list, originals: dict, source_vocab: set) -> list:
                 continue
             *_, per_question = new_token_questions(task, result["num_examples"], source_vocab,
                                                    load_tokenizer(r["target"]))
-            cells = offset_cells(result["loglikelihoods"], per_question, original["correct"], OFFSETS)
+            found = offset_differences(result["loglikelihoods"], per_question, original["correct"], OFFSETS)
             lines.append(f"| {lb.arm_label(r)}, seed {r['seed']} | {task} | {result['num_examples']} | "
-                         + " | ".join(cells) + " |")
-    return lines
+                         + " | ".join(f"{diff:+.1f} ± {se:.1f}" for diff, se in found) + " |")
+            columns = pooled.setdefault((lb.arm_label(r), task, result["num_examples"]), [[] for _ in OFFSETS])
+            for column, (diff, _) in zip(columns, found):
+                column.append(diff)
+    return lines + pooled_lines(pooled, "The same pooled over the training seeds of each arm (mean ± standard "
+                                "deviation over seeds, and range):",
+                                ["arm", "task", "questions", "seeds", *(f"c = {c:g}" for c in OFFSETS)])
 
 
 def carved_word_questions(task: str, n: int, source_tok, target_bytes: set) -> tuple:
@@ -158,7 +181,7 @@ def carved_word_lines(rows: list, originals: dict) -> list:
              "and errors as above.", "",
              "| arm | scored | task | questions | group | questions in group | difference (points) | lost | gained |",
              "|---|---|---|---:|---|---:|---:|---:|---:|"]
-    cache, top = {}, {}
+    cache, top, pooled = {}, {}, {}
     for r, name, when, task, result, original in scored_results(rows, originals):
         if r.get("method") == "none":  # the control has no swap
             continue
@@ -176,6 +199,14 @@ def carved_word_lines(rows: list, originals: dict) -> list:
             pick = [k for k, side in enumerate(sides) if side in wanted]
             lines.append(f"| {name} | {when} | {task} | {result['num_examples']} | {label} | "
                          + group_cells(result["correct"], original["correct"], pick) + " |")
+            if r["phase"] == "train" and len(pick) > 1:
+                key = (lb.arm_label(r), when, task, result["num_examples"], label, len(pick))
+                pooled.setdefault(key, [[]])[0].append(lb.paired_difference(
+                    "".join(result["correct"][k] for k in pick), "".join(original["correct"][k] for k in pick))[0])
+    lines += pooled_lines(pooled, "Pooled over the training seeds of each arm: the mean of the per-seed differences "
+                          "(points) ± their standard deviation over seeds, and their range:",
+                          ["arm", "scored", "task", "questions", "group", "questions in group", "seeds",
+                           "difference over seeds"])
     for task, words in top.items():
         shown = ", ".join(f"`{token!r}` {count}" for token, count in most_common(words, 12))
         lines += ["", f"{task}: the carved words in most scored choices (questions; {len(words)} distinct): {shown}"]
@@ -188,8 +219,9 @@ CARVED_OFFSETS = (0.0, 2.0, 4.0, 8.0)
 def carved_offset_lines(rows: list, originals: dict, cache: dict) -> list:
     """Post hoc, as `offset_lines` but per carved word: is the carved words' loss a uniform under-rating (which a
     constant would undo) or a wrong ranking among them?"""
-    lines = ["", "If every carved word in a choice scored c nats higher (post hoc, no model run; rows that kept each "
-             "choice's log-likelihood):", "",
+    pooled = {}
+    lines = ["", "## If every carved word in a choice scored c nats higher (post hoc, no model run)", "",
+             "Rows that kept each choice's log-likelihood, as in the table of new tokens above:", "",
              "| arm | task | questions | " + " | ".join(f"c = {c:g}" for c in CARVED_OFFSETS) + " |",
              "|---|---|---:|" + "---:|" * len(CARVED_OFFSETS)]
     for r in rows:
@@ -199,10 +231,15 @@ def carved_offset_lines(rows: list, originals: dict, cache: dict) -> list:
             if "loglikelihoods" not in result or original is None or marker not in cache:
                 continue
             per_question, _ = cache[marker]
-            cells = offset_cells(result["loglikelihoods"], per_question, original["correct"], CARVED_OFFSETS)
+            found = offset_differences(result["loglikelihoods"], per_question, original["correct"], CARVED_OFFSETS)
             lines.append(f"| {lb.arm_label(r)}, seed {r['seed']} | {task} | {result['num_examples']} | "
-                         + " | ".join(cells) + " |")
-    return lines
+                         + " | ".join(f"{diff:+.1f} ± {se:.1f}" for diff, se in found) + " |")
+            columns = pooled.setdefault((lb.arm_label(r), task, result["num_examples"]), [[] for _ in CARVED_OFFSETS])
+            for column, (diff, _) in zip(columns, found):
+                column.append(diff)
+    return lines + pooled_lines(pooled, "The same pooled over the training seeds of each arm (mean ± standard "
+                                "deviation over seeds, and range):",
+                                ["arm", "task", "questions", "seeds", *(f"c = {c:g}" for c in CARVED_OFFSETS)])
 
 
 def init_pair_lines(rows: list, reference: str = "fvt_scaled") -> list:
@@ -249,7 +286,8 @@ def corpus_frequency_lines(top: dict, target: str) -> list:
     def label(token: str) -> str:
         return next(name for bound, name in FREQUENCY_BINS if (counts[token] < bound if bound else not counts[token]))
 
-    lines = ["", f"New tokens in the scored choices by how often the training corpus ({target}; the leaderboard's "
+    lines = ["", "## New tokens of the scored choices in the training corpus", "",
+             f"New tokens in the scored choices by how often the training corpus ({target}; the leaderboard's "
              f"`--heldout-bytes {TRAINING_CORPUS['heldout_bytes']} --corpus-bytes {TRAINING_CORPUS['corpus_bytes']}`) "
              "holds them; tokenization only, no seed:", "",
              "| task | in the corpus | distinct new tokens | (question, token) pairs, token in a choice |", "|---|---|---:|---:|"]
