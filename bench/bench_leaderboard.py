@@ -149,6 +149,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="train on this share of windows of text the original model writes (teacher_text_documents: "
                              "sampled from the start of a document, cached in --teacher-text-cache); the rest from "
                              "the corpus")
+    parser.add_argument("--teacher-text-start", choices=["document", "carved"], default="document",
+                        help="where the original model's samples start: a document's start, or one word the swap "
+                             "takes apart per sample (carved_word_prompts)")
     parser.add_argument("--teacher-text-samples", type=int, default=480,
                         help=f"how many samples of {TEACHER_TEXT_TOKENS} source tokens the original model writes")
     parser.add_argument("--teacher-text-cache",
@@ -404,30 +407,63 @@ TEACHER_TEXT_TOKENS = 256  # source tokens per sample the original model writes
 TEACHER_TEXT_BATCH = 32
 
 
-def teacher_text_documents(samples: int, cache: str) -> list:
-    """`samples` texts the original model writes from the start of a document (its `<|endoftext|>` separator), by
-    nucleus sampling (top-p 0.95, temperature 1, seed 0) of `TEACHER_TEXT_TOKENS` tokens: text a user who has the
-    model always has, in the model's own distribution. Cached in `cache`; a longer run extends a shorter one's
-    samples (the same seed per batch), so fewer samples are a prefix of more."""
-    path = Path(cache) / "teacher_text.json"
+def teacher_text_documents(samples: int, cache: str, start: str = "document", target: str = "qwen2.5") -> list:
+    """`samples` texts the original model writes, by nucleus sampling (top-p 0.95, temperature 1, seed 0) of
+    `TEACHER_TEXT_TOKENS` tokens: text a user who has the model always has, in the model's own distribution.
+
+    `start="document"` samples from the start of a document (its `<|endoftext|>` separator); `start="carved"` from
+    the separator and one word the swap to `target` takes apart (`carved_word_prompts`), a different word per
+    sample in the source vocabulary's order (most frequent first), so that the text uses the words whose rows the
+    swap dropped. Cached in `cache`; a longer run extends a shorter one's samples (the same seed per batch), so
+    fewer samples are a prefix of more."""
+    name = "teacher_text.json" if start == "document" else f"teacher_text_carved_{target}.json"
+    path = Path(cache) / name
     texts = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
     if len(texts) < samples:
         from tokswap.loading import load_tokenizer
 
         tokenizer, model = load_tokenizer(SOURCE_TOKENIZER), load_source_model()
-        start = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+        separator = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+        words = carved_word_prompts(model, tokenizer, load_target_tokenizer(target)) if start == "carved" else None
         while len(texts) < samples:
             torch.manual_seed(len(texts) // TEACHER_TEXT_BATCH)
-            ids = torch.full((TEACHER_TEXT_BATCH, 1), start)
+            ids = torch.full((TEACHER_TEXT_BATCH, 1), separator)
+            if words is not None:
+                batch = [words[(len(texts) + k) % len(words)] for k in range(TEACHER_TEXT_BATCH)]
+                ids = torch.cat([ids, torch.tensor(batch)[:, None]], dim=1)
             with torch.no_grad():
                 out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, top_p=0.95,
-                                     temperature=1.0, max_new_tokens=TEACHER_TEXT_TOKENS, pad_token_id=start)
+                                     temperature=1.0, max_new_tokens=TEACHER_TEXT_TOKENS, pad_token_id=separator)
             texts += [tokenizer.decode(row[1:], skip_special_tokens=True).strip() for row in out]
-            print(f"teacher text: {len(texts)} / {samples} samples", flush=True)
+            print(f"teacher text ({start}): {len(texts)} / {samples} samples", flush=True)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.with_suffix(".tmp").write_text(json.dumps(texts), encoding="utf-8")
             path.with_suffix(".tmp").replace(path)
     return [text for text in texts[:samples] if text]
+
+
+def carved_word_prompts(model, source_tok, target_tok, min_word_end: float = 0.5) -> list:
+    """Source ids of the words the swap takes apart (`tokswap.carved_rows.carved_words`) that start with a space and
+    that the original model reads as whole words: after the document separator and the token, the next token starts
+    a new word (or is punctuation, a space, a digit) with probability at least `min_word_end`. That drops BPE's
+    intermediate merges (" differe") and word tails ("ract"), which the vocabulary keeps but which are not words."""
+    from tokswap.align.vocab import token_bytes
+    from tokswap.carved_rows import carved_words
+
+    texts = [raw.decode("utf-8", errors="replace") if raw else "" for raw in token_bytes(source_tok)]
+    rows = model.get_output_embeddings().weight.shape[0]
+    ends = torch.tensor([bool(t) and not t[0].isalpha() and t[0] != "\ufffd" for t in texts[:rows]]
+                        + [False] * (rows - min(rows, len(texts))))
+    ids = [i for i in carved_words(source_tok, target_tok).tolist() if texts[i].startswith(" ")]
+    separator = source_tok.convert_tokens_to_ids("<|endoftext|>")
+    keep = []
+    with torch.no_grad():
+        for chunk in torch.split(torch.as_tensor(ids), 256):
+            batch = torch.stack([torch.full_like(chunk, separator), chunk], dim=1)
+            probs = model(input_ids=batch).logits[:, -1].float().softmax(-1)
+            keep += chunk[probs[:, ends].sum(-1) >= min_word_end].tolist()
+    print(f"carved words: {len(keep)} of {len(ids)} starting with a space read as whole words", flush=True)
+    return keep
 
 
 def shuffled(items: list, seed: int) -> list:
@@ -874,6 +910,10 @@ def keep_model(model, tokenizer, args, arm: str, seed: int):
 
     init = ARMS[arm][0] or args.default_init or default_init_method()
     tag = f"-{init}" if ARMS[arm][0] is None and init != default_init_method() else ""  # --default-init
+    if args.teacher_text_share is not None:  # another text mixture is another model: never overwrite the plain one
+        tag += f"-{args.teacher_text_start}-text{100 * args.teacher_text_share:g}"
+    if args.task_near_share is not None:
+        tag += f"-task-near{100 * args.task_near_share:g}"
     name = f"{args.train_target}-{arm}{tag}-seed{seed}-{args.train_steps}steps"
     with atomic_output_dir(Path(args.keep_models) / name, in_cache=True) as tmp:
         model.save_pretrained(tmp)
@@ -1092,6 +1132,7 @@ def arm_label(row: dict) -> str:
         extra += f", {100 * row['task_near_share']:g}% task-near text"
     if row.get("teacher_text_share") is not None:
         extra += f", {100 * row['teacher_text_share']:g}% text the original model wrote"
+        extra += " from carved words" if row.get("teacher_text_start") == "carved" else ""
     if row.get("new_word_fit"):
         extra += ", new words' input rows fitted"
         if row["new_word_fit"].get("output_weight"):
@@ -1163,6 +1204,8 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
                      if getattr(args, key) is not None}
             if args.teacher_text_share is not None:
                 extra["teacher_text_samples"] = args.teacher_text_samples
+                if args.teacher_text_start != "document":  # rows from before the option have no key
+                    extra["teacher_text_start"] = args.teacher_text_start
             row = base_row(args, argv, heldout, "train", target=args.train_target, arm=arm, seed=seed,
                            deterministic=False, train_windows=len(dataset), **extra)
             try:
@@ -1186,7 +1229,8 @@ def other_documents(args) -> list:
     """The documents `--task-near-share` or `--teacher-text-share` mixes into the training windows."""
     if args.task_near_share is not None:
         return task_near_documents()
-    return teacher_text_documents(args.teacher_text_samples, args.teacher_text_cache)
+    return teacher_text_documents(args.teacher_text_samples, args.teacher_text_cache, args.teacher_text_start,
+                                  args.train_target)
 
 
 def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original) -> bool:
@@ -1202,6 +1246,7 @@ def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original)
         and row_recipe(row) == run_recipe(args, arm_recovery(args, arm))
         and row.get("task_near_share") == args.task_near_share
         and row.get("teacher_text_share") == args.teacher_text_share
+        and row.get("teacher_text_start", "document") == args.teacher_text_start
         and bool(row.get("new_word_fit")) == args.fit_new_words
         and (row.get("new_word_fit") or {}).get("output_weight", 0.0) == args.fit_output_weight
         and row.get("output_row_fit", {}).get("texts") == args.fit_output_rows
@@ -1454,7 +1499,7 @@ def control_paired_table(rows: list) -> list:
     def key(r):  # the same batches and schedule: seed, steps, learning rates, text mixture
         recipe = row_recipe(r)
         return (r["seed"], r["train_steps"], r["stage1_steps"], recipe["stage1_lr"], recipe["stage2_lr"],
-                r.get("task_near_share"), r.get("teacher_text_share"))
+                r.get("task_near_share"), r.get("teacher_text_share"), r.get("teacher_text_start"))
 
     controls = {key(r): r for r in train if r["method"] == "none"}
     lines = []

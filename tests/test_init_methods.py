@@ -179,3 +179,23 @@ def test_fvt_carved_gives_a_carved_piece_the_rows_of_the_source_words_it_was_car
     assert 500 < len(changed) < 2000
     tokens = qwen.convert_ids_to_tokens(changed)
     assert not any(token in s for token in tokens)
+
+
+def test_carved_words_lists_the_source_words_the_target_spells_in_pieces():
+    """SmolLM2 has " evaporation", Qwen2.5 spells it in two pieces; words both have, and non-words, are not."""
+    from tokswap.carved_rows import carved_words
+    from tokswap.loading import load_tokenizer
+
+    smollm2, qwen = load_tokenizer("smollm2"), load_tokenizer("qwen2.5")
+    s, q = smollm2.get_vocab(), qwen.get_vocab()
+    words = carved_words(smollm2, qwen)
+    listed = set(words.tolist())
+    assert s["Ġevaporation"] in listed and s["Ġmetamorphosis"] in listed
+    assert s["Ġthe"] not in listed and s["Ġev"] not in listed  # Qwen2.5 has them: nothing was carved
+    assert (np.diff(words) > 0).all()  # ascending: BPE's merge order
+    tokens = smollm2.convert_ids_to_tokens(words.tolist())
+    assert not any(token in q for token in tokens)
+    assert all(
+        len(qwen(smollm2.convert_tokens_to_string([t]), add_special_tokens=False).input_ids) >= 2 for t in tokens[:200]
+    )
+    assert not any(t.strip("Ġ").isdigit() or "Ċ" in t for t in tokens)  # letters only

@@ -28,6 +28,8 @@ from typing import Sequence, Tuple
 
 import numpy as np
 
+from tokswap.align.vocab import special_token_ids, token_bytes
+
 # a word: letters only, after at most one leading space (no digits, no underscore, no replacement character)
 WORD = re.compile(r" ?[^\W\d_]{2,}")
 
@@ -72,3 +74,27 @@ def carved_sources(
     indptr = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     return rows, indptr, table[:, 1].copy()
+
+
+def carved_words(source_tokenizer, target_tokenizer) -> np.ndarray:
+    """Source ids of the whole words the target vocabulary lacks and spells in two or more pieces, ascending.
+
+    These are the words a swap takes apart (" evaporation" -> " ev" + "aporation"), so the ones whose use the swapped
+    model must learn again. In a BPE vocabulary a lower id is an earlier merge, so the list runs roughly from the most
+    to the least frequent word of the source model's training text.
+    """
+    target_bytes = set(token_bytes(target_tokenizer))
+    specials = special_token_ids(source_tokenizer)
+    ids, texts = [], []
+    for i, raw in enumerate(token_bytes(source_tokenizer)):
+        if i in specials or raw is None or raw in target_bytes:
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:  # a piece of a character: not a word
+            continue
+        if WORD.fullmatch(text):
+            ids.append(i)
+            texts.append(text)
+    encoded = target_tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+    return np.array([i for i, pieces in zip(ids, encoded) if len(pieces) >= 2], dtype=np.int64)
