@@ -142,17 +142,18 @@ def offset_lines(rows: list, originals: dict, source_vocab: set) -> list:
 def carved_word_questions(task: str, n: int, source_tok, target_bytes: set) -> tuple:
     """Per question of `task`: each choice's number of *carved* words among its scored text, i.e. source tokens the
     target vocabulary lacks (by bytes), such as SmolLM2's " evaporation", which Qwen2.5 spells " ev" + "aporation",
-    and the gold choice's index; and a Counter of the carved words in scored choices (questions holding each)."""
+    and the gold choice's index; a Counter of the carved words in scored choices (questions holding each); and the set
+    of carved words (source ids) in each question's scored choices."""
     from tokswap.align.vocab import token_bytes
     from tokswap.evaluation.zero_shot import load_task
 
     source_bytes = token_bytes(source_tok)
 
     def carved(ids: list) -> list:
-        return [source_tok.convert_ids_to_tokens(i) for i in ids
+        return [i for i in ids
                 if source_bytes[i] is not None and len(source_bytes[i]) > 1 and source_bytes[i] not in target_bytes]
 
-    per_question, words = [], collections.Counter()
+    per_question, words, id_sets = [], collections.Counter(), []
     for example in load_task(task, limit=n):
         per_choice, in_choice = [], set()
         for context, continuation in zip(example.contexts, example.continuations):
@@ -161,9 +162,10 @@ def carved_word_questions(task: str, n: int, source_tok, target_bytes: set) -> t
             found = carved(whole[len(context_ids):])
             per_choice.append(len(found))
             in_choice.update(found)
-        words.update(in_choice)
+        words.update(source_tok.convert_ids_to_tokens(sorted(in_choice)))
         per_question.append((per_choice, example.gold))
-    return per_question, words
+        id_sets.append(in_choice)
+    return per_question, words, id_sets
 
 
 def carved_word_lines(rows: list, originals: dict) -> list:
@@ -189,7 +191,7 @@ def carved_word_lines(rows: list, originals: dict) -> list:
         if marker not in cache:
             target_bytes = {b for b in token_bytes(load_tokenizer(r["target"])) if b is not None}
             cache[marker] = carved_word_questions(task, result["num_examples"], source_tok, target_bytes)
-        per_question, words = cache[marker]
+        per_question, words, _ = cache[marker]
         top[task] = words
         sides = ["none" if not max(counts) else "gold more" if counts[gold] > max(counts[:gold] + counts[gold + 1:])
                  else "other" for counts, gold in per_question]
@@ -210,7 +212,7 @@ def carved_word_lines(rows: list, originals: dict) -> list:
     for task, words in top.items():
         shown = ", ".join(f"`{token!r}` {count}" for token, count in most_common(words, 12))
         lines += ["", f"{task}: the carved words in most scored choices (questions; {len(words)} distinct): {shown}"]
-    return lines + carved_offset_lines(rows, originals, cache)
+    return lines + carved_offset_lines(rows, originals, cache) + variant_pair_lines(rows, cache)
 
 
 CARVED_OFFSETS = (0.0, 2.0, 4.0, 8.0)
@@ -230,7 +232,7 @@ def carved_offset_lines(rows: list, originals: dict, cache: dict) -> list:
             marker = (task, result["num_examples"], r["target"])
             if "loglikelihoods" not in result or original is None or marker not in cache:
                 continue
-            per_question, _ = cache[marker]
+            per_question, *_ = cache[marker]
             found = offset_differences(result["loglikelihoods"], per_question, original["correct"], CARVED_OFFSETS)
             lines.append(f"| {lb.arm_label(r)}, seed {r['seed']} | {task} | {result['num_examples']} | "
                          + " | ".join(f"{diff:+.1f} ± {se:.1f}" for diff, se in found) + " |")
@@ -240,6 +242,78 @@ def carved_offset_lines(rows: list, originals: dict, cache: dict) -> list:
     return lines + pooled_lines(pooled, "The same pooled over the training seeds of each arm (mean ± standard "
                                 "deviation over seeds, and range):",
                                 ["arm", "task", "questions", "seeds", *(f"c = {c:g}" for c in CARVED_OFFSETS)])
+
+
+# What makes a trained row a variant of its arm's recipe (a row with none of them is the recipe itself)
+VARIANT_KEYS = ("task_near_share", "teacher_text_share", "new_word_fit", "output_row_fit", "leading_piece",
+                "merge_original")
+
+
+def plain_reference(rows: list, row: dict):
+    """The trained row `row` varies: same arm, seed, steps, recovery and recipe, the arm's default init, none of
+    `VARIANT_KEYS`; None if `row` is itself plain or has no such row."""
+    def recipe_key(r):
+        return (r["arm"], r["seed"], r["train_steps"], r["stage1_steps"], r.get("recovery"),
+                sorted(lb.row_recipe(r).items()))
+
+    def plain(r):
+        return not any(r.get(k) is not None and r.get(k) is not False for k in VARIANT_KEYS) and (
+            lb.ARMS.get(r["arm"], (None,))[0] is not None or r["method"] == lb.default_init_method())
+
+    if plain(row):
+        return None
+    return next((r for r in rows if r["phase"] == "train" and "error" not in r and plain(r)
+                 and recipe_key(r) == recipe_key(row)), None)
+
+
+def variant_pair_lines(rows: list, cache: dict) -> list:
+    """Each variant of a trained recipe (another init, another text mixture, a fit) against the plain recipe of the
+    same seed, on the same questions: the variant's own effect, with the unswapped model's noise taken out, on all
+    questions and on those with and without a carved word. For text the original model wrote from carved words,
+    the questions with a carved word are split by whether one of them was a prompt: the words the text was written
+    from against the words it was not."""
+    trained = [r for r in rows if r["phase"] == "train" and "error" not in r and r.get("method") != "none"]
+    lines = ["", "## Variants of a trained recipe against the recipe itself, paired (same seed, same batches)", "",
+             "Difference: the variant's accuracy minus the plain recipe's on the same questions (points ± the standard "
+             "error of the per-question difference); lost and gained against the plain recipe. Carved words as in "
+             "\"Questions whose choices hold a carved word\"; \"a prompt\" is one of the words the original model's "
+             "text was written from (`bench_leaderboard.carved_word_prompts`, the first `teacher_text_samples`).", "",
+             "| variant | task | questions | group | questions in group | difference (points) | lost | gained |",
+             "|---|---|---:|---|---:|---:|---:|---:|"]
+    prompts = {}
+    for r in trained:
+        base = plain_reference(rows, r)
+        if base is None:
+            continue
+        samples = r.get("teacher_text_samples")
+        if r.get("teacher_text_start") == "carved" and (r["target"], samples) not in prompts:
+            prompts[r["target"], samples] = set(carved_prompts(r["target"], samples))
+        for task, result in r.get("zero_shot", {}).items():
+            other = base.get("zero_shot", {}).get(task)
+            marker = (task, result["num_examples"], r["target"])
+            if other is None or other["num_examples"] != result["num_examples"] or marker not in cache:
+                continue
+            per_question, _, id_sets = cache[marker]
+            groups = [("all", range(len(per_question))),
+                      ("a choice holds a carved word", [k for k, (c, _) in enumerate(per_question) if max(c)]),
+                      ("no choice holds one", [k for k, (c, _) in enumerate(per_question) if not max(c)])]
+            if r.get("teacher_text_start") == "carved":
+                used = prompts[r["target"], samples]
+                groups += [("... one of them a prompt", [k for k, ids in enumerate(id_sets) if ids & used]),
+                           ("... none of them a prompt", [k for k, ids in enumerate(id_sets) if ids and not ids & used])]
+            for label, pick in groups:
+                lines.append(f"| {lb.arm_label(r)}, seed {r['seed']} | {task} | {result['num_examples']} | {label} | "
+                             + group_cells(result["correct"], other["correct"], list(pick)) + " |")
+    return lines
+
+
+def carved_prompts(target: str, samples: int) -> list:
+    """The words the original model's carved-word text was written from (one per sample, `--teacher-text-samples`)."""
+    from tokswap.loading import load_tokenizer
+
+    words = lb.carved_word_prompts(lb.load_source_model(), load_tokenizer(lb.SOURCE_TOKENIZER),
+                                   lb.load_target_tokenizer(target))
+    return words[:samples]
 
 
 def init_pair_lines(rows: list, reference: str = "fvt_scaled") -> list:
