@@ -280,11 +280,13 @@ def variant_pair_lines(rows: list, cache: dict) -> list:
              "text was written from (`bench_leaderboard.carved_word_prompts`, the first `teacher_text_samples`).", "",
              "| variant | task | questions | group | questions in group | difference (points) | lost | gained |",
              "|---|---|---:|---|---:|---:|---:|---:|"]
-    prompts = {}
+    prompts, pooled, bpb = {}, {}, []
     for r in trained:
         base = plain_reference(rows, r)
         if base is None:
             continue
+        if "mean_bpb" in r and "mean_bpb" in base:
+            bpb.append((lb.arm_label(r), r["seed"], r["mean_bpb"], base["mean_bpb"]))
         samples = r.get("teacher_text_samples")
         if r.get("teacher_text_start") == "carved" and (r["target"], samples) not in prompts:
             prompts[r["target"], samples] = set(carved_prompts(r["target"], samples))
@@ -302,8 +304,34 @@ def variant_pair_lines(rows: list, cache: dict) -> list:
                 groups += [("... one of them a prompt", [k for k, ids in enumerate(id_sets) if ids & used]),
                            ("... none of them a prompt", [k for k, ids in enumerate(id_sets) if ids and not ids & used])]
             for label, pick in groups:
+                pick = list(pick)
                 lines.append(f"| {lb.arm_label(r)}, seed {r['seed']} | {task} | {result['num_examples']} | {label} | "
-                             + group_cells(result["correct"], other["correct"], list(pick)) + " |")
+                             + group_cells(result["correct"], other["correct"], pick) + " |")
+                if len(pick) > 1:
+                    key = (lb.arm_label(r), task, result["num_examples"], label, len(pick))
+                    pooled.setdefault(key, [[]])[0].append(lb.paired_difference(
+                        "".join(result["correct"][k] for k in pick), "".join(other["correct"][k] for k in pick))[0])
+    lines += pooled_lines(pooled, "The same pooled over the training seeds of each variant: the mean of the per-seed "
+                          "differences (points) ± their standard deviation over seeds, and their range:",
+                          ["variant", "task", "questions", "group", "questions in group", "seeds",
+                           "difference over seeds"])
+    return lines + variant_bpb_lines(bpb)
+
+
+def variant_bpb_lines(bpb: list) -> list:
+    """Held-out bits per byte of each variant and of the plain recipe of the same seed after training, and pooled
+    over the variant's seeds (mean ± standard deviation over seeds of the per-seed difference)."""
+    lines = ["", "Held-out bits per byte after training, the variant against the plain recipe of the same seed "
+             "(lower is better; the leaderboard's held-out text):", "",
+             "| variant | seed | variant bpb | plain recipe's bpb | difference |", "|---|---:|---:|---:|---:|"]
+    per_variant = collections.defaultdict(list)
+    for label, seed, mine, plain in bpb:
+        lines.append(f"| {label} | {seed} | {mine:.3f} | {plain:.3f} | {mine - plain:+.3f} |")
+        per_variant[label].append(mine - plain)
+    for label, diffs in per_variant.items():
+        if len(diffs) > 1:
+            lines.append(f"| {label} | {len(diffs)} seeds | | | {statistics.mean(diffs):+.3f} ± "
+                         f"{statistics.stdev(diffs):.3f} |")
     return lines
 
 

@@ -129,7 +129,11 @@ NO_RANDOMNESS = re.compile(r"deterministic|no seed", re.I)
 
 # One-seed figures that are published knowingly, each labelled as such where it stands, with what would lift it. A
 # sentence that starts with one of these is reported but does not fail the check; any other one-seed figure does.
-KNOWN_ONE_SEED: dict = {}  # emptied when the alignment figures got three GloVe seeds
+KNOWN_ONE_SEED: dict = {
+    "ARC's test split was scored on seed 6 alone": "the default of seed 5 (the pair's other half) was trained before "
+    "models were kept and never scored on the test split; lifted by a kept default of seed 5 scored with --score-kept",
+    "The test split, seed 6 alone": "as above (RESULTS.md's sentence of the same figures)",
+}
 
 
 def one_seed(text: str) -> list[str]:
