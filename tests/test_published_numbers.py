@@ -370,3 +370,30 @@ def test_check_stale_lists_files_made_from_a_results_file_committed_after_them(t
     (results / "summary.md").write_text(header + "| 1.3 |\n")
     commit("re-made")
     assert module.stale_inputs() == []
+
+
+def test_check_rerun_tells_a_re_made_row_from_a_changed_one(tmp_path):
+    """bench/check_rerun.py passes a re-run whose deterministic rows equal the published ones, fails one that differs
+    in any domain, and says so when a row has no published match."""
+    published = [json.loads(line) for line in (REPO / "bench/results/leaderboard.jsonl").read_text().splitlines()]
+    row = next(r for r in published if r.get("phase") == "after_swap" and r.get("deterministic") and "bpb" in r)
+
+    def run(rows):
+        path = tmp_path / "rerun.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return subprocess.run(
+            [sys.executable, "bench/check_rerun.py", str(path), "--output", str(tmp_path / "out.md")],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    assert run([row]).returncode == 0
+    changed = json.loads(json.dumps(row))
+    domain = next(iter(changed["bpb"]))
+    changed["bpb"][domain] += 0.001
+    done = run([changed])
+    assert done.returncode == 1 and "DIFFERENT" in done.stdout
+    unknown = dict(row, target="no-such-target")
+    assert run([unknown]).returncode == 2
