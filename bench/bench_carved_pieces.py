@@ -10,7 +10,9 @@ mass should be at least the original's for the word); the rest answers "does it 
 
 Words are split by whether they are among the first `--prompts` words the original model's carved-word text is
 written from (`bench_leaderboard.carved_word_prompts`, `--teacher-text-start carved`): for a model trained on that
-text, the words it read against those it did not; for any other model, the same split as a control.
+text, the words it read against those it did not; for any other model, the same split as a control. They are split
+again by whether the source tokenizer writes them in the leaderboard's training corpus (`--teacher-text-start
+corpus` writes its text from those words, `bench_leaderboard.corpus_carved_prompts`).
 
     python bench/bench_carved_pieces.py --keep-models DIR --models after-swap:6 qwen2.5-default-seed6-200steps ...
 
@@ -51,6 +53,8 @@ def parse_args(argv=None):
     parser.add_argument("--models", nargs="+", default=["after-swap:6"],
                         help="`after-swap:N` (GloVe seed N) and/or folder names under --keep-models")
     parser.add_argument("--prompts", type=int, default=480, help="how many carved-word prompts count as prompted")
+    parser.add_argument("--heldout-bytes", type=int, default=4000, help="the leaderboard run's (its training corpus)")
+    parser.add_argument("--corpus-bytes", type=int, default=2_000_000, help="the leaderboard run's")
     return parser.parse_args(argv)
 
 
@@ -106,10 +110,10 @@ def read_words(task: str, limit: int, model, tokenizer, original, source_tok, ca
     return words
 
 
-def summarize(words: list, prompted: set) -> dict:
+def summarize(words: list, splits: dict) -> dict:
     out = {}
-    for group, pick in (("all", words), ("prompted", [w for w in words if w[0] in prompted]),
-                        ("not prompted", [w for w in words if w[0] not in prompted])):
+    for group in GROUPS:
+        pick = [w for w in words if group in group_of(w, splits)]
         if len(pick) < 2:
             continue
         columns = list(zip(*pick))
@@ -121,21 +125,23 @@ def summarize(words: list, prompted: set) -> dict:
     return out
 
 
-GROUPS = ("all", "prompted", "not prompted")
+GROUPS = ("all", "prompted", "not prompted", "in the corpus", "not in the corpus")
 
 
-def group_of(word, prompted: set) -> tuple:
-    return ("all", "prompted") if word[0] in prompted else ("all", "not prompted")
+def group_of(word, splits: dict) -> tuple:
+    """The groups a word occurrence counts in: all, and for each split ({"prompted": ids, "in the corpus": ids})
+    the split's name or "not " + it."""
+    return ("all", *(name if word[0] in ids else f"not {name}" for name, ids in splits.items()))
 
 
-def paired_change(words: list, reference: list, prompted: set) -> dict:
+def paired_change(words: list, reference: list, splits: dict) -> dict:
     """Per group: the mean ± standard error, over the same word occurrences, of this model's total log-probability
     of the word minus the reference model's (nats; positive: the word became likelier)."""
     if [w[0] for w in words] != [w[0] for w in reference]:
         raise SystemExit("the models read different word occurrences: compare models of one target tokenizer")
     deltas = {group: [] for group in GROUPS}
     for mine, theirs in zip(words, reference):
-        for group in group_of(mine, prompted):
+        for group in group_of(mine, splits):
             deltas[group].append(mine[2] + mine[3] - theirs[2] - theirs[3])
     return {group: [round(statistics.mean(v), 3), round(statistics.stdev(v) / len(v) ** 0.5, 3), len(v)]
             for group, v in deltas.items() if len(v) > 1}
@@ -172,7 +178,9 @@ def render(result: dict) -> str:
              f"{result['prompts']} words the original model's carved-word text was written from. Of SmolLM2's tokens, "
              f"{result['carved_words']:,} are carved words for Qwen2.5 (`tokswap.carved_rows.carved_words`), "
              f"{result['whole_words']:,} of them start with a space and read as whole words (the prompts' pool, "
-             "`bench_leaderboard.carved_word_prompts`). Models are named by their seed: `after-swap:N` is GloVe seed "
+             "`bench_leaderboard.carved_word_prompts`). \"In the corpus\": among the "
+             f"{result['corpus_words']:,} carved words the source tokenizer writes in the leaderboard's training corpus "
+             "(`bench_leaderboard.corpus_carved_prompts`, the words `--teacher-text-start corpus` writes from). Models are named by their seed: `after-swap:N` is GloVe seed "
              "N; a kept model's `seedN` is its training seed, whose alignment uses GloVe seed N.", "",
              "| model | task | words | distinct | original | first piece | rest | difference |",
              "|---|---|---|---:|---:|---:|---:|---:|"]
@@ -227,21 +235,23 @@ def main(argv=None) -> int:
         lb.load_source_model()
     carved = set(carved_words(source_tok, target_tok).tolist())
     whole = lb.carved_word_prompts(original, source_tok, target_tok)
-    prompted = set(whole[: args.prompts])
+    _, pieces = lb.split_documents(lb.load_domain_documents(), list(lb.DOMAINS), args.heldout_bytes, args.corpus_bytes)
+    in_corpus = lb.corpus_carved_prompts(source_tok, target_tok, [piece for _, _, piece in pieces])
+    splits = {"prompted": set(whole[: args.prompts]), "in the corpus": set(in_corpus)}
     command = lb.portable(shlex.join([*COMMAND.split(), *(sys.argv[1:] if argv is None else argv)]))
     result = {"command": command, "prompts": args.prompts, "carved_words": len(carved), "whole_words": len(whole),
-              "models": {}, "changes": {}}
+              "corpus_words": len(in_corpus), "models": {}, "changes": {}}
     cache, read = {}, {}
     for name in args.models:
         model, tokenizer = load_model(name, args)
         result["models"][name] = {}
         for task in args.tasks.split(","):
             read[name, task] = read_words(task, args.limit, model, tokenizer, original, source_tok, carved, cache)
-            result["models"][name][task] = summarize(read[name, task], prompted)
+            result["models"][name][task] = summarize(read[name, task], splits)
             print(name, task, json.dumps(result["models"][name][task]), flush=True)
         reference = f"after-swap:{seed_of(name)[1]}"
         if not name.startswith("after-swap:") and reference in args.models[: args.models.index(name)]:
-            result["changes"][name] = {task: paired_change(read[name, task], read[reference, task], prompted)
+            result["changes"][name] = {task: paired_change(read[name, task], read[reference, task], splits)
                                        for task in args.tasks.split(",")}
     result["seconds"] = round(time.perf_counter() - started)
     (RESULTS / "carved_pieces.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

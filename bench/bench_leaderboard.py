@@ -49,6 +49,7 @@ windows of 512 tokens each preceded by the tokenizer's BOS token (else EOS), no 
 from __future__ import annotations
 
 import argparse
+import collections
 import copy
 import dataclasses
 import importlib.util
@@ -149,11 +150,16 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="train on this share of windows of text the original model writes (teacher_text_documents: "
                              "sampled from the start of a document, cached in --teacher-text-cache); the rest from "
                              "the corpus")
-    parser.add_argument("--teacher-text-start", choices=["document", "carved"], default="document",
+    parser.add_argument("--teacher-text-start", choices=["document", "carved", "corpus"], default="document",
                         help="where the original model's samples start: a document's start, or one word the swap "
-                             "takes apart per sample (carved_word_prompts)")
+                             "takes apart per sample: in the source vocabulary's order (carved, carved_word_prompts) "
+                             "or the words the training corpus uses, most frequent first (corpus, "
+                             "corpus_carved_prompts)")
     parser.add_argument("--teacher-text-samples", type=int, default=480,
-                        help=f"how many samples of {TEACHER_TEXT_TOKENS} source tokens the original model writes")
+                        help="how many samples the original model writes")
+    parser.add_argument("--teacher-text-tokens", type=int, default=TEACHER_TEXT_TOKENS,
+                        help="source tokens per sample the original model writes; samples shorter than a training "
+                             f"window are packed, {TEACHER_TEXT_PACK} to a document (more words, each in less text)")
     parser.add_argument("--teacher-text-cache",
                         default=str(Path(__file__).resolve().parents[2] / "bench-cache" / "teacher_text"),
                         help="folder keeping the original model's samples")
@@ -403,20 +409,25 @@ def mixed_windows(windows: list, near_windows: list, share: float, seed: int) ->
     return shuffled(windows + shuffled(near_windows, seed)[:wanted], seed)
 
 
-TEACHER_TEXT_TOKENS = 256  # source tokens per sample the original model writes
+TEACHER_TEXT_TOKENS = 256  # source tokens per sample the original model writes (--teacher-text-tokens)
 TEACHER_TEXT_BATCH = 32
+TEACHER_TEXT_PACK = 16  # short samples per document, joined by a blank line, so that windows are full
 
 
-def teacher_text_documents(samples: int, cache: str, start: str = "document", target: str = "qwen2.5") -> list:
+def teacher_text_documents(samples: int, cache: str, start: str = "document", target: str = "qwen2.5",
+                           tokens: int = TEACHER_TEXT_TOKENS, corpus: list = ()) -> list:
     """`samples` texts the original model writes, by nucleus sampling (top-p 0.95, temperature 1, seed 0) of
-    `TEACHER_TEXT_TOKENS` tokens: text a user who has the model always has, in the model's own distribution.
+    `tokens` tokens: text a user who has the model always has, in the model's own distribution.
 
     `start="document"` samples from the start of a document (its `<|endoftext|>` separator); `start="carved"` from
     the separator and one word the swap to `target` takes apart (`carved_word_prompts`), a different word per
     sample in the source vocabulary's order (most frequent first), so that the text uses the words whose rows the
-    swap dropped. Cached in `cache`; a longer run extends a shorter one's samples (the same seed per batch), so
-    fewer samples are a prefix of more."""
-    name = "teacher_text.json" if start == "document" else f"teacher_text_carved_{target}.json"
+    swap dropped; `start="corpus"` likewise from the carved words the texts `corpus` use, most frequent first
+    (`corpus_carved_prompts`), cycling through them. Cached in `cache`; a longer run extends a shorter one's samples (the same seed per batch), so
+    fewer samples are a prefix of more. Samples of fewer tokens than a training window come packed,
+    `TEACHER_TEXT_PACK` consecutive ones to a document."""
+    name = "teacher_text" if start == "document" else f"teacher_text_{start}_{target}"
+    name += ".json" if tokens == TEACHER_TEXT_TOKENS else f"_{tokens}tok.json"  # the first runs' names
     path = Path(cache) / name
     texts = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
     if len(texts) < samples:
@@ -424,7 +435,9 @@ def teacher_text_documents(samples: int, cache: str, start: str = "document", ta
 
         tokenizer, model = load_tokenizer(SOURCE_TOKENIZER), load_source_model()
         separator = tokenizer.convert_tokens_to_ids("<|endoftext|>")
-        words = carved_word_prompts(model, tokenizer, load_target_tokenizer(target)) if start == "carved" else None
+        words = {"carved": lambda: carved_word_prompts(model, tokenizer, load_target_tokenizer(target)),
+                 "corpus": lambda: corpus_carved_prompts(tokenizer, load_target_tokenizer(target), corpus),
+                 "document": lambda: None}[start]()
         while len(texts) < samples:
             torch.manual_seed(len(texts) // TEACHER_TEXT_BATCH)
             ids = torch.full((TEACHER_TEXT_BATCH, 1), separator)
@@ -433,13 +446,16 @@ def teacher_text_documents(samples: int, cache: str, start: str = "document", ta
                 ids = torch.cat([ids, torch.tensor(batch)[:, None]], dim=1)
             with torch.no_grad():
                 out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, top_p=0.95,
-                                     temperature=1.0, max_new_tokens=TEACHER_TEXT_TOKENS, pad_token_id=separator)
+                                     temperature=1.0, max_new_tokens=tokens, pad_token_id=separator)
             texts += [tokenizer.decode(row[1:], skip_special_tokens=True).strip() for row in out]
             print(f"teacher text ({start}): {len(texts)} / {samples} samples", flush=True)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.with_suffix(".tmp").write_text(json.dumps(texts), encoding="utf-8")
             path.with_suffix(".tmp").replace(path)
-    return [text for text in texts[:samples] if text]
+    texts = [text for text in texts[:samples] if text]
+    if tokens >= TRAIN_WINDOW_TOKENS:
+        return texts
+    return ["\n\n".join(texts[k : k + TEACHER_TEXT_PACK]) for k in range(0, len(texts), TEACHER_TEXT_PACK)]
 
 
 def carved_word_prompts(model, source_tok, target_tok, min_word_end: float = 0.5) -> list:
@@ -464,6 +480,24 @@ def carved_word_prompts(model, source_tok, target_tok, min_word_end: float = 0.5
             keep += chunk[probs[:, ends].sum(-1) >= min_word_end].tolist()
     print(f"carved words: {len(keep)} of {len(ids)} starting with a space read as whole words", flush=True)
     return keep
+
+
+def corpus_carved_prompts(source_tok, target_tok, texts: list) -> list:
+    """Source ids of the words the swap takes apart (`tokswap.carved_rows.carved_words`, starting with a space) that
+    the source tokenizer writes in `texts`, most frequent first (ties in vocabulary order). Unlike
+    `carved_word_prompts`, whose vocabulary order starts with BPE's intermediate merges (" behav", " researc"), these
+    are words a user's text has."""
+    from tokswap.align.vocab import token_bytes
+    from tokswap.carved_rows import carved_words
+
+    spelled = token_bytes(source_tok)
+    carved = {i for i in carved_words(source_tok, target_tok).tolist() if spelled[i] and spelled[i].startswith(b" ")}
+    counts = collections.Counter()
+    for text in texts:
+        counts.update(i for i in source_tok(text, add_special_tokens=False)["input_ids"] if i in carved)
+    words = sorted(counts, key=lambda i: (-counts[i], i))
+    print(f"carved words in the corpus: {len(words)} of {len(carved)} starting with a space", flush=True)
+    return words
 
 
 def shuffled(items: list, seed: int) -> list:
@@ -912,6 +946,7 @@ def keep_model(model, tokenizer, args, arm: str, seed: int):
     tag = f"-{init}" if ARMS[arm][0] is None and init != default_init_method() else ""  # --default-init
     if args.teacher_text_share is not None:  # another text mixture is another model: never overwrite the plain one
         tag += f"-{args.teacher_text_start}-text{100 * args.teacher_text_share:g}"
+        tag += f"-{args.teacher_text_tokens}tok" if args.teacher_text_tokens != TEACHER_TEXT_TOKENS else ""
     if args.task_near_share is not None:
         tag += f"-task-near{100 * args.task_near_share:g}"
     name = f"{args.train_target}-{arm}{tag}-seed{seed}-{args.train_steps}steps"
@@ -1132,7 +1167,9 @@ def arm_label(row: dict) -> str:
         extra += f", {100 * row['task_near_share']:g}% task-near text"
     if row.get("teacher_text_share") is not None:
         extra += f", {100 * row['teacher_text_share']:g}% text the original model wrote"
-        extra += " from carved words" if row.get("teacher_text_start") == "carved" else ""
+        extra += {"carved": " from carved words", "corpus": " from the corpus's carved words"}.get(
+            row.get("teacher_text_start"), "")
+        extra += f" in samples of {row['teacher_text_tokens']} tokens" if "teacher_text_tokens" in row else ""
     if row.get("new_word_fit"):
         extra += ", new words' input rows fitted"
         if row["new_word_fit"].get("output_weight"):
@@ -1197,7 +1234,7 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
             if share is None:
                 dataset = dataset or Dataset.from_dict({"text": shuffled(windows, seed)})
             else:
-                near_windows = near_windows or training_windows(other_documents(args),
+                near_windows = near_windows or training_windows(other_documents(args, train_texts),
                                                                 alignments.tokenizer(args.train_target), source_tok)
                 dataset = dataset or Dataset.from_dict({"text": mixed_windows(windows, near_windows, share, seed)})
             extra = {key: getattr(args, key) for key in ("task_near_share", "teacher_text_share")
@@ -1206,6 +1243,8 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
                 extra["teacher_text_samples"] = args.teacher_text_samples
                 if args.teacher_text_start != "document":  # rows from before the option have no key
                     extra["teacher_text_start"] = args.teacher_text_start
+                if args.teacher_text_tokens != TEACHER_TEXT_TOKENS:
+                    extra["teacher_text_tokens"] = args.teacher_text_tokens
             row = base_row(args, argv, heldout, "train", target=args.train_target, arm=arm, seed=seed,
                            deterministic=False, train_windows=len(dataset), **extra)
             try:
@@ -1225,12 +1264,12 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
                 rows.append(row)
 
 
-def other_documents(args) -> list:
+def other_documents(args, train_texts: list) -> list:
     """The documents `--task-near-share` or `--teacher-text-share` mixes into the training windows."""
     if args.task_near_share is not None:
         return task_near_documents()
     return teacher_text_documents(args.teacher_text_samples, args.teacher_text_cache, args.teacher_text_start,
-                                  args.train_target)
+                                  args.train_target, args.teacher_text_tokens, train_texts)
 
 
 def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original) -> bool:
@@ -1247,6 +1286,7 @@ def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original)
         and row.get("task_near_share") == args.task_near_share
         and row.get("teacher_text_share") == args.teacher_text_share
         and row.get("teacher_text_start", "document") == args.teacher_text_start
+        and row.get("teacher_text_tokens", TEACHER_TEXT_TOKENS) == args.teacher_text_tokens
         and bool(row.get("new_word_fit")) == args.fit_new_words
         and (row.get("new_word_fit") or {}).get("output_weight", 0.0) == args.fit_output_weight
         and row.get("output_row_fit", {}).get("texts") == args.fit_output_rows
@@ -1499,7 +1539,8 @@ def control_paired_table(rows: list) -> list:
     def key(r):  # the same batches and schedule: seed, steps, learning rates, text mixture
         recipe = row_recipe(r)
         return (r["seed"], r["train_steps"], r["stage1_steps"], recipe["stage1_lr"], recipe["stage2_lr"],
-                r.get("task_near_share"), r.get("teacher_text_share"), r.get("teacher_text_start"))
+                r.get("task_near_share"), r.get("teacher_text_share"), r.get("teacher_text_start"),
+                r.get("teacher_text_tokens"))
 
     controls = {key(r): r for r in train if r["method"] == "none"}
     lines = []

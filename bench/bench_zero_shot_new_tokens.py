@@ -280,16 +280,18 @@ def variant_pair_lines(rows: list, cache: dict) -> list:
              "text was written from (`bench_leaderboard.carved_word_prompts`, the first `teacher_text_samples`).", "",
              "| variant | task | questions | group | questions in group | difference (points) | lost | gained |",
              "|---|---|---:|---|---:|---:|---:|---:|"]
-    prompts, pooled, bpb = {}, {}, []
+    prompts, configs, pooled, bpb = {}, {}, {}, []
     for r in trained:
         base = plain_reference(rows, r)
         if base is None:
             continue
         if "mean_bpb" in r and "mean_bpb" in base:
             bpb.append((lb.arm_label(r), r["seed"], r["mean_bpb"], base["mean_bpb"]))
-        samples = r.get("teacher_text_samples")
-        if r.get("teacher_text_start") == "carved" and (r["target"], samples) not in prompts:
-            prompts[r["target"], samples] = set(carved_prompts(r["target"], samples))
+        start, samples = r.get("teacher_text_start"), r.get("teacher_text_samples")
+        prompted = start in ("carved", "corpus")
+        if prompted and (r["target"], start, samples) not in prompts:
+            prompts[r["target"], start, samples] = set(carved_prompts(r["target"], samples, start, r["config"]))
+            configs[r["target"], start, samples] = r["config"]
         for task, result in r.get("zero_shot", {}).items():
             other = base.get("zero_shot", {}).get(task)
             marker = (task, result["num_examples"], r["target"])
@@ -299,8 +301,8 @@ def variant_pair_lines(rows: list, cache: dict) -> list:
             groups = [("all", range(len(per_question))),
                       ("a choice holds a carved word", [k for k, (c, _) in enumerate(per_question) if max(c)]),
                       ("no choice holds one", [k for k, (c, _) in enumerate(per_question) if not max(c)])]
-            if r.get("teacher_text_start") == "carved":
-                used = prompts[r["target"], samples]
+            if prompted:
+                used = prompts[r["target"], start, samples]
                 groups += [("... one of them a prompt", [k for k, ids in enumerate(id_sets) if ids & used]),
                            ("... none of them a prompt", [k for k, ids in enumerate(id_sets) if ids and not ids & used])]
             for label, pick in groups:
@@ -315,7 +317,22 @@ def variant_pair_lines(rows: list, cache: dict) -> list:
                           "differences (points) ± their standard deviation over seeds, and their range:",
                           ["variant", "task", "questions", "group", "questions in group", "seeds",
                            "difference over seeds"])
-    return lines + variant_bpb_lines(bpb)
+    return lines + variant_bpb_lines(bpb) + prompt_list_lines(prompts, configs)
+
+
+def prompt_list_lines(prompts: dict, configs: dict) -> list:
+    """How many of each prompt list's words the source tokenizer writes in the run's training corpus: a prompt the
+    corpus never uses (an intermediate BPE merge such as " behav") teaches no word a reader meets."""
+    if not prompts:
+        return []
+    lines = ["", "The words each text was written from, against the carved words the source tokenizer writes in the "
+             "run's training corpus (`bench_leaderboard.corpus_carved_prompts`):", "",
+             "| target | prompts | samples | distinct words | of them in the corpus | carved words in the corpus |",
+             "|---|---|---:|---:|---:|---:|"]
+    for (target, start, samples), words in sorted(prompts.items()):
+        used = set(carved_prompts(target, 10**9, "corpus", configs[target, start, samples]))
+        lines.append(f"| {target} | {start} | {samples} | {len(words)} | {len(words & used)} | {len(used)} |")
+    return lines
 
 
 def variant_bpb_lines(bpb: list) -> list:
@@ -335,12 +352,19 @@ def variant_bpb_lines(bpb: list) -> list:
     return lines
 
 
-def carved_prompts(target: str, samples: int) -> list:
-    """The words the original model's carved-word text was written from (one per sample, `--teacher-text-samples`)."""
+def carved_prompts(target: str, samples: int, start: str = "carved", config: dict | None = None) -> list:
+    """The words the original model's carved-word text was written from (one per sample, `--teacher-text-samples`,
+    cycling through the list): for `--teacher-text-start corpus`, the carved words of the training corpus of the
+    row's `config`."""
     from tokswap.loading import load_tokenizer
 
-    words = lb.carved_word_prompts(lb.load_source_model(), load_tokenizer(lb.SOURCE_TOKENIZER),
-                                   lb.load_target_tokenizer(target))
+    source_tok, target_tok = load_tokenizer(lb.SOURCE_TOKENIZER), lb.load_target_tokenizer(target)
+    if start == "corpus":
+        _, pieces = lb.split_documents(lb.load_domain_documents(), config["domains"], config["heldout_bytes"],
+                                       config["corpus_bytes"], config.get("tail_heldout_bytes", 0))
+        words = lb.corpus_carved_prompts(source_tok, target_tok, [piece for _, _, piece in pieces])
+    else:
+        words = lb.carved_word_prompts(lb.load_source_model(), source_tok, target_tok)
     return words[:samples]
 
 
