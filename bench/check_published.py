@@ -133,8 +133,6 @@ KNOWN_ONE_SEED: dict = {
     "ARC's test split was scored on seed 6 alone": "the default of seed 5 (the pair's other half) was trained before "
     "models were kept and never scored on the test split; lifted by a kept default of seed 5 scored with --score-kept",
     "The test split, seed 6 alone": "as above (RESULTS.md's sentence of the same figures)",
-    "Seed 6 alone of the corpus-word text": "bench_carved_pieces read the corpus-word model of seed 6 only (seed 5's "
-    "finished after it ran); lifted by re-running it with qwen2.5-default-corpus-text50-32tok-seed5-200steps",
 }
 
 
