@@ -397,3 +397,40 @@ def test_check_rerun_tells_a_re_made_row_from_a_changed_one(tmp_path):
     assert done.returncode == 1 and "DIFFERENT" in done.stdout
     unknown = dict(row, target="no-such-target")
     assert run([unknown]).returncode == 2
+
+
+def test_check_rerun_holds_a_trained_row_to_its_recipes_spread(tmp_path):
+    """A trained row is not deterministic: bench/check_rerun.py passes one within the spread of its recipe's published
+    seeds, fails one far outside it, and says so when the recipe has fewer than two published seeds."""
+    published = [json.loads(line) for line in (REPO / "bench/results/leaderboard.jsonl").read_text().splitlines()]
+    extras = ("teacher_text_share", "task_near_share", "output_row_fit", "new_word_fit", "merge_original", "kept_as")
+    row = next(  # a seed of the default recipe after 200 steps, which has seven
+        r
+        for r in published
+        if r.get("phase") == "train"
+        and r.get("arm") == "default"
+        and r.get("train_steps") == 200
+        and r.get("method") == "fvt_scaled"
+        and r.get("sd_split_weight") == 1
+        and not any(k in r for k in extras)
+    )
+
+    def run(rows):
+        path = tmp_path / "rerun.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        out = tmp_path / "out.md"
+        done = subprocess.run(
+            [sys.executable, "bench/check_rerun.py", str(path), "--output", str(out)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return done.returncode, out.read_text()
+
+    code, text = run([row])
+    assert code == 0 and "1 within the spread" in text and "its own seed's row" in text
+    code, text = run([dict(row, mean_bpb=row["mean_bpb"] + 0.5)])
+    assert code == 1 and "OUTSIDE the spread" in text
+    code, text = run([dict(row, method="no-such-init")])
+    assert code == 2 and "no spread" in text
