@@ -133,8 +133,6 @@ KNOWN_ONE_SEED: dict = {
     "ARC's test split was scored on seed 6 alone": "the default of seed 5 (the pair's other half) was trained before "
     "models were kept and never scored on the test split; lifted by a kept default of seed 5 scored with --score-kept",
     "The test split, seed 6 alone": "as above (RESULTS.md's sentence of the same figures)",
-    "After 200 steps of the default recipe, seed 5 alone": "fvt_carved trained on one seed so far; lifted by the "
-    "same command with --train-seeds 6 (the default of seed 6 is in the leaderboard to pair with)",
 }
 
 
