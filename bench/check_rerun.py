@@ -86,9 +86,11 @@ def compare_trained(rerun: list, published: list) -> tuple[list, list, list]:
             continue
         values = [p["mean_bpb"] for p in group]
         mean, sd = statistics.mean(values), statistics.stdev(values)
-        own = [p["mean_bpb"] for p in group if p.get("seed") == row.get("seed")]
+        own = [p for p in group if p.get("seed") == row.get("seed")]
         line = f"{name}: {row['mean_bpb']} re-run; published {mean:.5f} ± {sd:.5f} over {len(values)} rows" + "".join(
-            f"; its own seed's row {value} ({row['mean_bpb'] - value:+.5f})" for value in own
+            f"; its own seed's row {p['mean_bpb']} ({row['mean_bpb'] - p['mean_bpb']:+.5f}, at most "
+            f"{max(abs(row['bpb'][d] - p['bpb'][d]) for d in row['bpb']):.5f} in a domain)"
+            for p in own
         )
         (within if abs(row["mean_bpb"] - mean) <= SPREAD_SDS * sd else outside).append(line)
     return within, outside, unmatched
