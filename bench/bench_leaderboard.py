@@ -949,11 +949,21 @@ def keep_model(model, tokenizer, args, arm: str, seed: int):
         tag += f"-{args.teacher_text_tokens}tok" if args.teacher_text_tokens != TEACHER_TEXT_TOKENS else ""
     if args.task_near_share is not None:
         tag += f"-task-near{100 * args.task_near_share:g}"
+    tag += sd_weights_tag(args)
     name = f"{args.train_target}-{arm}{tag}-seed{seed}-{args.train_steps}steps"
     with atomic_output_dir(Path(args.keep_models) / name, in_cache=True) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
     return name
+
+
+def sd_weights_tag(args) -> str:
+    """'-sd-prediction3-split3' for self-distillation weights other than the library's, '' for its own: a variant
+    of the loss is another model, and must not be saved over the default's kept folder."""
+    defaults = default_sd_weights()
+    changed = [(key, getattr(args, key, None)) for key in SD_WEIGHT_KEYS]
+    changed = [(key, value) for key, value in changed if value is not None and value != defaults.get(key)]
+    return "".join(["-sd"] + [f"-{key[3:-7]}{value:g}" for key, value in changed]) if changed else ""
 
 
 def run_score_kept(args, argv, heldout, source_tok, rows: list) -> None:
