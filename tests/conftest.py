@@ -11,6 +11,7 @@ Fixtures:
     hub_api         an `HfApi` bound to the loopback Hub and token
     new_repo_id     factory: new_repo_id("name") -> "tokswap-tester/name-<random>" (never taken)
     fresh_hf_cache  an empty Hugging Face cache for one test (huggingface_hub, transformers, datasets)
+    lb              bench/bench_leaderboard.py, imported as a module (the bench's helpers under test)
     hub_asset       factory: hub_asset("smollm2-135m") publishes a real tokswap asset under the id of
                     the Hub repository it stands for ("HuggingFaceTB/SmolLM2-135M-Instruct") and
                     returns that id, so tests call from_pretrained("<org>/<name>") like users do
@@ -18,6 +19,7 @@ Fixtures:
 
 import atexit
 import importlib
+import importlib.util
 import os
 import secrets
 import shutil
@@ -232,3 +234,13 @@ def tiny_llama(vocab_size: int, *, tokenizer=None, seed: int = 0, hidden: int = 
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
     return model if dtype is None else model.to(dtype)
+
+
+@pytest.fixture(scope="session")
+def lb():
+    """bench/bench_leaderboard.py as a module: the tests of the bench's own helpers import it by path."""
+    path = Path(__file__).resolve().parents[1] / "bench" / "bench_leaderboard.py"
+    spec = importlib.util.spec_from_file_location("bench_leaderboard", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,20 +1,6 @@
 """Kept models of the leaderboard: a recipe with other self-distillation weights is saved under a name of its own."""
 
 import argparse
-import importlib.util
-from pathlib import Path
-
-import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_leaderboard.py"
-
-
-@pytest.fixture(scope="module")
-def lb():
-    spec = importlib.util.spec_from_file_location("bench_leaderboard", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def weights(lb, **changes):

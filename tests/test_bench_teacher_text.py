@@ -1,20 +1,6 @@
 """The leaderboard's text the original model writes: which carved words it starts from, and how short samples pack."""
 
-import importlib.util
 import json
-from pathlib import Path
-
-import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_leaderboard.py"
-
-
-@pytest.fixture(scope="module")
-def lb():
-    spec = importlib.util.spec_from_file_location("bench_leaderboard", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_corpus_carved_prompts_are_the_corpus_words_the_swap_drops_most_frequent_first(lb):
