@@ -223,9 +223,16 @@ def naive_loss(student, teacher, batch, ce_w, ll_w, hid_w, kind, pred_w=0.0, gro
     return total / tokens
 
 
-@pytest.mark.parametrize("kind", ["binary_kl", "abs"])
+@pytest.mark.parametrize(
+    "kind, weights",
+    [
+        ("binary_kl", (0.3, 0.7, 0.5, 0.4)),
+        ("abs", (0.3, 0.7, 0.5, 0.4)),
+        ("abs", (0.0, 0.0, 0.0, 1.0)),  # the prediction alone: only the boundaries' rows get logits
+    ],
+)
 @pytest.mark.parametrize("chunk_size", [pytest.param(5, marks=pytest.mark.slow), 1000])  # 5: many chunks, slower
-def test_chunked_loss_equals_full_logit_reference(student_tokenizer, wide_teacher_tokenizer, kind, chunk_size):
+def test_chunked_loss_equals_full_logit_reference(student_tokenizer, wide_teacher_tokenizer, kind, weights, chunk_size):
     teacher_tokenizer = wide_teacher_tokenizer
     _, batch = _batch(student_tokenizer, teacher_tokenizer, [t[: 40 + 13 * i] for i, t in enumerate(TEXTS[:3])])
     assert (batch["student_chunks"] == -1).sum() > 3  # padded rows
@@ -233,7 +240,8 @@ def test_chunked_loss_equals_full_logit_reference(student_tokenizer, wide_teache
     teacher = llama(len(teacher_tokenizer) + 8, seed=1)
     groups = leading_piece_groups(student_tokenizer, teacher_tokenizer, len(student_tokenizer) + 4,
                                   len(teacher_tokenizer) + 8)  # fmt: skip
-    weights = dict(ce_weight=0.3, likelihood_weight=0.7, hidden_weight=0.5, prediction_weight=0.4)
+    names = ("ce_weight", "likelihood_weight", "hidden_weight", "prediction_weight")
+    weights, values = dict(zip(names, weights)), weights
     s_hidden = student(
         input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True
     ).hidden_states[-1]
@@ -261,11 +269,10 @@ def test_chunked_loss_equals_full_logit_reference(student_tokenizer, wide_teache
     assert out.prediction_sum > 0 and len(groups.continuations) > 0
     spellings = _teacher_spellings(student_tokenizer, teacher_tokenizer, len(teacher_tokenizer) + 8)
     assert any(len(p) > 1 for p in spellings)
-    reference = naive_loss(student, teacher, batch, 0.3, 0.7, 0.5, kind, 0.4, groups, spellings)
+    reference = naive_loss(student, teacher, batch, *values[:3], kind, values[3], groups, spellings)
     with torch.no_grad():  # positions inside a teacher token are scored (their part is not zero)
-        assert (
-            abs(float(reference) - float(naive_loss(student, teacher, batch, 0.3, 0.7, 0.5, kind, 0.4, groups))) > 1e-4
-        )
+        without_inside = naive_loss(student, teacher, batch, *values[:3], kind, values[3], groups)
+        assert abs(float(reference) - float(without_inside)) > 1e-4
     assert torch.allclose(out.loss, reference, rtol=0, atol=1e-5)
     params = [student.lm_head.weight, student.model.embed_tokens.weight, student.model.layers[0].mlp.up_proj.weight]
     got = torch.autograd.grad(out.loss, params)
@@ -286,6 +293,24 @@ def test_group_logprobs_equal_summed_softmax_with_dropped_and_empty_groups():
     g_got = torch.autograd.grad((got[:, [0, 1, 3, 4]] * weights).sum(), logits)[0]
     g_want = torch.autograd.grad((want * weights).sum(), logits)[0]
     assert torch.isfinite(g_got).all() and torch.allclose(g_got, g_want, atol=1e-9)
+
+
+def test_group_logprobs_keep_faint_groups_precise_in_float32():
+    # groups ~100 nats below the row's peak: exp() of their log-probabilities is 0 in float32
+    torch.manual_seed(1)
+    logits = torch.randn(6, 40, dtype=torch.float64) * 3
+    logits[:, 28:] -= 100.0
+    groups = torch.arange(40) // 4  # groups 7-9 hold only faint tokens
+    want = group_logprobs(logits, groups, 10)
+    assert (want[:, 7:] < -90).all()
+    leaf = logits.float().requires_grad_(True)
+    got = group_logprobs(leaf, groups, 10)
+    assert torch.isfinite(got).all() and torch.allclose(got.double(), want, rtol=1e-6, atol=0)
+    weights = torch.rand(6, 10)
+    grad = torch.autograd.grad((got * weights).sum(), leaf)[0]
+    reference = logits.clone().requires_grad_(True)
+    want_grad = torch.autograd.grad((group_logprobs(reference, groups, 10) * weights.double()).sum(), reference)[0]
+    assert torch.isfinite(grad).all() and torch.allclose(grad.double(), want_grad, atol=1e-5)
 
 
 @pytest.mark.parametrize("target", ["qwen2.5", "llama3", "gemma3", "gpt-neox"])

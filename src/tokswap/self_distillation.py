@@ -342,18 +342,41 @@ def group_logprobs(logits: torch.Tensor, groups: torch.Tensor, num_groups: int) 
     group -1 are left out and the rest renormalized; an empty group gets -inf.
     """
     logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
-    logp = torch.log_softmax(logits, dim=-1)
+    return _grouped_from_logp(torch.log_softmax(logits, dim=-1), groups, num_groups)
+
+
+# Below this a group's summed probability is taken again with a per-group shift: exp() of log-probabilities
+# under about -69 nats nears float32's denormals and loses precision.
+_FAINT = 1e-30
+
+
+def _grouped_from_logp(logp: torch.Tensor, groups: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """[`group_logprobs`] of rows that are already log-probabilities."""
     slots = torch.where(groups >= 0, groups, num_groups).to(logp.device)
+    index = slots.expand_as(logp)
+    empty = torch.bincount(slots, minlength=num_groups + 1) == 0
+    # log-probabilities are <= 0, so exp() cannot overflow: one pass, no shift, for all but the faint groups
+    summed = logp.new_zeros((logp.shape[0], num_groups + 1)).scatter_add(1, index, torch.exp(logp))
+    out = torch.log(summed.clamp(min=_FAINT)).masked_fill(empty, -math.inf)
+    faint = torch.nonzero(((summed < _FAINT) & ~empty).any(dim=1)).flatten()
+    if faint.numel():
+        out = out.index_copy(0, faint, _shifted_group_logprobs(logp.index_select(0, faint), slots, num_groups))
+    out = out[:, :num_groups]
+    if bool((groups < 0).any()):
+        out = out - torch.logsumexp(out, dim=-1, keepdim=True)
+    return out
+
+
+def _shifted_group_logprobs(logp: torch.Tensor, slots: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """Per-group log-sum-exp shifted by each group's largest entry, so the faintest group keeps its precision
+    (`[n, num_groups + 1]`, the last column the dropped tokens, -inf where a group is empty)."""
     index = slots.expand_as(logp)
     with torch.no_grad():  # the shift only keeps exp() in range; any constant gives the same value and gradient
         peak = logp.new_full((logp.shape[0], num_groups + 1), -math.inf).scatter_reduce(1, index, logp, "amax")
         empty = torch.isinf(peak)
         peak = peak.masked_fill(empty, 0.0)
     summed = logp.new_zeros(peak.shape).scatter_add(1, index, torch.exp(logp - peak.gather(1, index)))
-    out = (torch.log(summed + empty.float()) + peak).masked_fill(empty, -math.inf)[:, :num_groups]
-    if bool((groups < 0).any()):
-        out = out - torch.logsumexp(out, dim=-1, keepdim=True)
-    return out
+    return (torch.log(summed + empty.float()) + peak).masked_fill(empty, -math.inf)
 
 
 def _identity(x):
@@ -405,6 +428,104 @@ def prediction_kl(
             _prediction_kl_chunk, *args, student_groups, groups.num_groups, recompute=recompute
         )
     return total
+
+
+def _student_rows_chunk(hidden, targets, boundary, teacher_logp, head, transform, groups, num_groups):
+    """One chunk of student rows: each row's log-probability of its next token and, over the rows at `boundary`
+    (indices into the chunk), the grouped KL against `teacher_logp`. One head product serves both terms."""
+    logits = transform(head(hidden))
+    logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+    logp = torch.log_softmax(logits, dim=-1)
+    token_lp = logp.gather(-1, targets[:, None]).squeeze(-1)
+    if boundary.numel() == 0:
+        return token_lp, logp.new_zeros(())
+    student_logp = _grouped_from_logp(logp.index_select(0, boundary), groups, num_groups)
+    p = teacher_logp.exp()
+    # where the teacher gives a group nothing it adds nothing (0 * log 0 = 0)
+    kl = torch.where(p > 0, p * (teacher_logp.masked_fill(p == 0, 0.0) - student_logp), 0.0).sum()
+    return token_lp, kl
+
+
+def student_row_terms(
+    student_hidden,
+    input_ids,
+    rows,
+    student_head,
+    *,
+    boundary_rows=None,
+    teacher_hidden=None,
+    teacher_rows=None,
+    teacher_head=None,
+    groups=None,
+    chunk_size: int = 256,
+    student_transform=None,
+    teacher_transform=None,
+):
+    """Next-token log-probabilities at `rows` and the grouped prediction KL at `boundary_rows`, in one pass over
+    the student's head.
+
+    The boundary rows are a subset of the rows (a chunk's first token is always scored), so computing their
+    logits once for both terms halves the head's work; chunks of `chunk_size` rows are recomputed in backward.
+
+    Args:
+        student_hidden (`[B, L, d]`): final hidden states; flat row r = b * L + t predicts token t + 1.
+        input_ids (`[B, L]`): the student's tokens.
+        rows (`LongTensor`, `[n]`): ascending flat rows whose next token is scored.
+        boundary_rows / teacher_rows (`LongTensor`, `[m]`, *optional*): flat student / teacher rows just before
+            each shared boundary, where the grouped KL is taken; `teacher_hidden` (`[B, Lt, dt]`), `teacher_head`
+            and `groups` ([`~tokswap.align.leading_pieces.LeadingPieceGroups`]) are then needed.
+
+    Returns:
+        (`[B, L]` log-probability of each token given the ones before, 0 where not scored; the KL sum, a scalar)
+    """
+    transform = student_transform or _identity
+    batch, length = input_ids.shape
+    device = student_hidden.device
+    flat_hidden = student_hidden.reshape(-1, student_hidden.shape[-1])
+    flat_ids = input_ids.reshape(-1).to(device)
+    if boundary_rows is None or boundary_rows.numel() == 0:
+        boundary_at = torch.zeros(0, dtype=torch.long, device=device)
+    else:
+        boundary_at = torch.searchsorted(rows, boundary_rows.to(device))
+        found = rows[boundary_at.clamp(max=len(rows) - 1)] == boundary_rows.to(device)
+        if not bool(found.all()):
+            raise SelfDistillationError("Every shared boundary's row must be a scored row.")
+        order = torch.argsort(boundary_at)
+        boundary_at, teacher_rows = boundary_at[order], teacher_rows.to(device)[order]
+        flat_teacher = teacher_hidden.reshape(-1, teacher_hidden.shape[-1]).detach()
+        teacher_groups, student_groups = groups.teacher.to(device), groups.student.to(device)
+    recompute = torch.is_grad_enabled() and flat_hidden.requires_grad
+    parts, kl = [], flat_hidden.new_zeros((), dtype=torch.float32)
+    for start in range(0, len(rows), chunk_size):
+        chunk_rows = rows[start : start + chunk_size]
+        lo, hi = torch.searchsorted(boundary_at, torch.tensor([start, start + len(chunk_rows)], device=device)).tolist()
+        boundary = boundary_at[lo:hi] - start
+        teacher_logp, args = None, ()
+        if hi > lo:
+            with torch.no_grad():
+                teacher_logits = (teacher_transform or _identity)(
+                    teacher_head(flat_teacher.index_select(0, teacher_rows[lo:hi]))
+                )
+                teacher_logp = group_logprobs(teacher_logits.to(device), teacher_groups, groups.num_groups)
+            args = (student_groups, groups.num_groups)
+        else:
+            args = (None, 0)
+        token_lp, part_kl = _maybe_recompute(
+            _student_rows_chunk,
+            flat_hidden.index_select(0, chunk_rows),
+            flat_ids.index_select(0, chunk_rows + 1),
+            boundary,
+            teacher_logp,
+            student_head,
+            transform,
+            *args,
+            recompute=recompute,
+        )
+        parts.append(token_lp)
+        kl = kl + part_kl
+    values = torch.cat(parts) if parts else flat_hidden.new_zeros(0, dtype=torch.float32)
+    logprobs = values.new_zeros(batch * length).index_copy(0, rows + 1, values)
+    return logprobs.reshape(batch, length), kl
 
 
 def _inside_positions(input_ids, student_chunks, teacher_at, offsets, continuations) -> list:
@@ -517,35 +638,25 @@ def _boundary_positions(student_chunks, teacher_chunks, num_chunks, offsets):
     return student_at, teacher_at
 
 
-def _prediction_sum(
+def _inside_sum(
     student_hidden,
     teacher_hidden,
     input_ids,
     student_chunks,
-    teacher_chunks,
-    num_chunks,
+    teacher_at,
     offsets,
     student_head,
     teacher_head,
     groups,
     **kwargs,
 ):
-    """The prediction part: grouped KL at every shared boundary plus the continuation KL inside teacher tokens."""
-    student_at, teacher_at = _boundary_positions(student_chunks, teacher_chunks, num_chunks, offsets)
+    """The prediction part inside teacher tokens: the continuation KL of each piece after the first."""
+    inside = _inside_positions(input_ids, student_chunks, teacher_at, offsets, groups.continuations)
+    if not inside:
+        return student_hidden.new_zeros((), dtype=torch.float32)
     flat_student = student_hidden.reshape(-1, student_hidden.shape[-1])
     flat_teacher = teacher_hidden.reshape(-1, teacher_hidden.shape[-1]).detach()
-    total = prediction_kl(
-        flat_student.index_select(0, student_at),
-        flat_teacher.index_select(0, teacher_at),
-        student_head,
-        teacher_head,
-        groups,
-        **kwargs,
-    )
-    inside = _inside_positions(input_ids, student_chunks, teacher_at, offsets, groups.continuations)
-    if inside:
-        total = total + inside_kl(flat_student, flat_teacher, inside, student_head, teacher_head, **kwargs)
-    return total
+    return inside_kl(flat_student, flat_teacher, inside, student_head, teacher_head, **kwargs)
 
 
 def _split_sum(
@@ -637,11 +748,32 @@ def self_distillation_loss(
     total = student_hidden.new_zeros((), dtype=torch.float32) + 0.0 * student_hidden.sum()
     ce_sum = likelihood_sum = hidden_sum = prediction_sum = split_sum = torch.zeros((), device=device)
 
+    if (prediction_weight > 0 or split_weight > 0) and num_chunks and groups is None:
+        raise SelfDistillationError(
+            "prediction_weight or split_weight > 0 needs the rows' leading-piece groups (groups=)."
+        )
+    options = dict(chunk_size=chunk_size, student_transform=student_transform, teacher_transform=teacher_transform)
+    predict = prediction_weight > 0 and num_chunks > 0
+    if predict:
+        boundary_rows, teacher_rows = _boundary_positions(student_chunks, teacher_chunks, num_chunks, offsets)
+        boundary = dict(boundary_rows=boundary_rows, teacher_rows=teacher_rows, teacher_hidden=teacher_hidden,
+                        teacher_head=teacher_head, groups=groups)  # fmt: skip
     need_logprobs = ce_weight > 0 or likelihood_weight > 0
-    if need_logprobs:
-        student_lp = token_logprobs(student_hidden, input_ids.to(device), student_head, student_transform, chunk_size)
-        ce_sum = -(student_lp * scored).sum()
-        total = total + ce_weight * ce_sum
+    if need_logprobs or predict:
+        # the rows whose next token is scored (or, for the prediction alone, only the boundaries' rows)
+        wanted = scored | (student_chunks >= 0) if need_logprobs else torch.zeros_like(scored)
+        wanted[:, 0] = False  # nothing predicts the first token
+        rows = torch.nonzero(wanted.reshape(-1)).flatten() - 1
+        if predict:
+            rows = torch.unique(torch.cat([rows, boundary_rows.to(device)]))
+        student_lp, boundary_kl = student_row_terms(
+            student_hidden, input_ids.to(device), rows, student_head, **(boundary if predict else {}), **options
+        )
+        if need_logprobs:
+            ce_sum = -(student_lp * scored).sum()
+            total = total + ce_weight * ce_sum
+        if predict:
+            prediction_sum = boundary_kl
     if likelihood_weight > 0 and num_chunks:
         with torch.no_grad():
             teacher_lp = token_logprobs(
@@ -657,14 +789,10 @@ def self_distillation_loss(
         )
         hidden_sum = _hidden_sum(pairs, student_chunks, teacher_chunks, num_chunks, offsets)
         total = total + hidden_weight * hidden_sum
-    if (prediction_weight > 0 or split_weight > 0) and num_chunks and groups is None:
-        raise SelfDistillationError(
-            "prediction_weight or split_weight > 0 needs the rows' leading-piece groups (groups=)."
-        )
     shared = (student_chunks, teacher_chunks, num_chunks, offsets, student_head, teacher_head, groups)
-    options = dict(chunk_size=chunk_size, student_transform=student_transform, teacher_transform=teacher_transform)
-    if prediction_weight > 0 and num_chunks:
-        prediction_sum = _prediction_sum(student_hidden, teacher_hidden, input_ids, *shared, **options)
+    if predict:
+        inside = (student_chunks, teacher_rows, offsets, student_head, teacher_head, groups)
+        prediction_sum = prediction_sum + _inside_sum(student_hidden, teacher_hidden, input_ids, *inside, **options)
         total = total + prediction_weight * prediction_sum
     if split_weight > 0 and num_chunks:
         split_sum = _split_sum(student_hidden, teacher_hidden, teacher_input_ids.to(device), *shared, **options)
