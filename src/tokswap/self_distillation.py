@@ -465,7 +465,7 @@ def student_row_terms(
     the student's head.
 
     The boundary rows are a subset of the rows (a chunk's first token is always scored), so computing their
-    logits once for both terms halves the head's work; chunks of `chunk_size` rows are recomputed in backward.
+    logits once serves both terms: one head product (and one recomputation) where there were two; chunks of `chunk_size` rows are recomputed in backward.
 
     Args:
         student_hidden (`[B, L, d]`): final hidden states; flat row r = b * L + t predicts token t + 1.
@@ -500,7 +500,7 @@ def student_row_terms(
         chunk_rows = rows[start : start + chunk_size]
         lo, hi = torch.searchsorted(boundary_at, torch.tensor([start, start + len(chunk_rows)], device=device)).tolist()
         boundary = boundary_at[lo:hi] - start
-        teacher_logp, args = None, ()
+        teacher_logp, args = None, (None, 0)
         if hi > lo:
             with torch.no_grad():
                 teacher_logits = (teacher_transform or _identity)(
@@ -508,8 +508,6 @@ def student_row_terms(
                 )
                 teacher_logp = group_logprobs(teacher_logits.to(device), teacher_groups, groups.num_groups)
             args = (student_groups, groups.num_groups)
-        else:
-            args = (None, 0)
         token_lp, part_kl = _maybe_recompute(
             _student_rows_chunk,
             flat_hidden.index_select(0, chunk_rows),
