@@ -683,6 +683,30 @@ def _split_sum(
     return split_kl(flat_student, flat_teacher, positions, student_head, teacher_head, **kwargs)
 
 
+def _rows_to_score(scored, student_chunks, need_logprobs: bool, boundary_rows=None) -> torch.Tensor:
+    """Ascending flat rows whose next token gets a log-probability: every scored or chunked token's (none when only
+    the prediction needs logits), with each shared boundary's row among them."""
+    wanted = scored | (student_chunks >= 0) if need_logprobs else torch.zeros_like(scored)
+    wanted[:, 0] = False  # nothing predicts the first token
+    rows = torch.nonzero(wanted.reshape(-1)).flatten() - 1
+    if boundary_rows is not None:
+        rows = torch.unique(torch.cat([rows, boundary_rows.to(rows.device)]))
+    return rows
+
+
+def _likelihood_sum(student_lp, teacher, chunks, kind: str) -> torch.Tensor:
+    """The chunk-likelihood part: each aligned chunk's likelihood under both models, compared by `kind`."""
+    teacher_hidden, teacher_input_ids, teacher_head, teacher_transform, chunk_size = teacher
+    student_chunks, teacher_chunks, num_chunks, offsets = chunks
+    with torch.no_grad():
+        teacher_lp = token_logprobs(
+            teacher_hidden, teacher_input_ids, teacher_head, teacher_transform, chunk_size, False
+        )
+        teacher_ll = _chunk_sums(teacher_lp.float(), teacher_chunks, num_chunks, offsets)
+    student_ll = _chunk_sums(student_lp.float(), student_chunks, num_chunks, offsets)
+    return _likelihood_gap(teacher_ll, student_ll, kind).sum()
+
+
 def self_distillation_loss(
     student_hidden: torch.Tensor,
     teacher_hidden: torch.Tensor,
@@ -745,7 +769,6 @@ def self_distillation_loss(
     num_chunks = int(per_row.sum())
     total = student_hidden.new_zeros((), dtype=torch.float32) + 0.0 * student_hidden.sum()
     ce_sum = likelihood_sum = hidden_sum = prediction_sum = split_sum = torch.zeros((), device=device)
-
     if (prediction_weight > 0 or split_weight > 0) and num_chunks and groups is None:
         raise SelfDistillationError(
             "prediction_weight or split_weight > 0 needs the rows' leading-piece groups (groups=)."
@@ -758,12 +781,7 @@ def self_distillation_loss(
                         teacher_head=teacher_head, groups=groups)  # fmt: skip
     need_logprobs = ce_weight > 0 or likelihood_weight > 0
     if need_logprobs or predict:
-        # the rows whose next token is scored (or, for the prediction alone, only the boundaries' rows)
-        wanted = scored | (student_chunks >= 0) if need_logprobs else torch.zeros_like(scored)
-        wanted[:, 0] = False  # nothing predicts the first token
-        rows = torch.nonzero(wanted.reshape(-1)).flatten() - 1
-        if predict:
-            rows = torch.unique(torch.cat([rows, boundary_rows.to(device)]))
+        rows = _rows_to_score(scored, student_chunks, need_logprobs, boundary_rows if predict else None)
         student_lp, boundary_kl = student_row_terms(
             student_hidden, input_ids.to(device), rows, student_head, **(boundary if predict else {}), **options
         )
@@ -773,13 +791,9 @@ def self_distillation_loss(
         if predict:
             prediction_sum = boundary_kl
     if likelihood_weight > 0 and num_chunks:
-        with torch.no_grad():
-            teacher_lp = token_logprobs(
-                teacher_hidden, teacher_input_ids.to(device), teacher_head, teacher_transform, chunk_size, False
-            )
-            teacher_ll = _chunk_sums(teacher_lp.float(), teacher_chunks, num_chunks, offsets)
-        student_ll = _chunk_sums(student_lp.float(), student_chunks, num_chunks, offsets)
-        likelihood_sum = _likelihood_gap(teacher_ll, student_ll, likelihood_loss).sum()
+        teacher = (teacher_hidden, teacher_input_ids.to(device), teacher_head, teacher_transform, chunk_size)
+        chunks = (student_chunks, teacher_chunks, num_chunks, offsets)
+        likelihood_sum = _likelihood_sum(student_lp, teacher, chunks, likelihood_loss)
         total = total + likelihood_weight * likelihood_sum
     if hidden_weight > 0 and num_chunks:
         pairs = (
