@@ -32,7 +32,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from bench_leaderboard import arm_label, portable
+from bench_leaderboard import arm_label, paired_difference, portable
 
 PUBLISHED = Path(__file__).resolve().parent / "results" / "leaderboard.jsonl"
 KEY = ("phase", "target", "method", "seed", "config", "heldout_bytes")
@@ -96,7 +96,78 @@ def compare_trained(rerun: list, published: list) -> tuple[list, list, list]:
     return within, outside, unmatched
 
 
-def render(command: str, rerun: list, deterministic: tuple, trained: tuple) -> str:
+def zero_shot_of(row: dict, rows: list) -> dict:
+    """A trained row's zero-shot results, with the tasks its kept model was scored on later (its kept_scores rows)."""
+    found = dict(row.get("zero_shot", {}))
+    for other in rows:
+        if (
+            other.get("phase") == "kept_scores"
+            and other.get("of") == row.get("time")
+            and row.get("kept_as")
+            and other.get("kept_as") == row.get("kept_as")
+        ):
+            found.update(other["zero_shot"])
+    return {task: result for task, result in found.items() if "correct" in result}
+
+
+def original_outcomes(rows: list) -> dict:
+    """{(task, questions): result} of the unswapped model's zero-shot rows, the last of each."""
+    return {
+        (task, result["num_examples"]): result
+        for row in rows
+        if row.get("phase") == "original_zero_shot"
+        for task, result in row["zero_shot"].items()
+        if "correct" in result
+    }
+
+
+def compare_zero_shot(rerun: list, published: list) -> tuple[list, list, list]:
+    """(same, different, trained) lines. The unswapped model's outcomes are deterministic: each re-run task must give
+    the published answer to every question. A trained row's are not: each task is shown against the unswapped model
+    and against its own seed's published row on the same questions (paired), to read, not to pass or fail."""
+    same, different, trained = [], [], []
+    theirs = original_outcomes(published)
+    for (task, questions), result in original_outcomes(rerun).items():
+        match = theirs.get((task, questions))
+        if match is None:
+            continue
+        changed = sum(a != b for a, b in zip(result["correct"], match["correct"], strict=True))
+        line = f"the unswapped model, {task} ({questions} questions): {result['acc']:.4f}"
+        (same if not changed else different).append(
+            line
+            + (
+                ", the published answer to every question"
+                if not changed
+                else f", {changed} answers unlike the published"
+            )
+        )
+    originals = {**theirs, **original_outcomes(rerun)}
+    for row in rerun:
+        if row.get("phase") != "train" or "error" in row:
+            continue
+        own = [p for p in published if same_recipe(row, p) and p.get("seed") == row.get("seed")]
+        own_results = zero_shot_of(own[-1], published) if own else {}
+        for task, result in zero_shot_of(row, rerun).items():
+            questions = result["num_examples"]
+            line = (
+                f"{arm_label(row)}, {row.get('target')}, seed {row.get('seed')}, {task} ({questions} questions): "
+                f"{result['acc']:.3f}"
+            )
+            if (task, questions) in originals:
+                diff, se = paired_difference(result["correct"], originals[task, questions]["correct"])
+                line += f", {diff:+.1f} ± {se:.1f} points against the unswapped model"
+            mine = own_results.get(task)
+            if mine and mine["num_examples"] == questions:
+                diff, se = paired_difference(result["correct"], mine["correct"])
+                flips = sum(a != b for a, b in zip(result["correct"], mine["correct"], strict=True))
+                line += (
+                    f"; its own seed's published row {mine['acc']:.3f}, {diff:+.1f} ± {se:.1f} ({flips} answers moved)"
+                )
+            trained.append(line)
+    return same, different, trained
+
+
+def render(command: str, rerun: list, deterministic: tuple, trained: tuple, zero_shot: tuple = ([], [], [])) -> str:
     (same, different, unmatched), (within, outside, untrained) = deterministic, trained
     made_by = sorted({row["command"] for row in rerun if row.get("command")})
     lines = [
@@ -121,6 +192,18 @@ def render(command: str, rerun: list, deterministic: tuple, trained: tuple) -> s
     lines += [f"- within the spread: {line}" for line in within]
     lines += [f"- OUTSIDE the spread: {line}" for line in outside]
     lines += [f"- no spread: {line}" for line in untrained]
+    same_answers, other_answers, trained_answers = zero_shot
+    if same_answers or other_answers or trained_answers:
+        lines += [
+            "",
+            "Zero-shot: the unswapped model's answers must be the published ones; a trained row's accuracy is "
+            "shown paired with the unswapped model and with its own seed's published row, where it has the task "
+            "(difference in points ± its standard error over questions).",
+            "",
+        ]
+        lines += [f"- same: {line}" for line in same_answers]
+        lines += [f"- DIFFERENT: {line}" for line in other_answers]
+        lines += [f"- trained: {line}" for line in trained_answers]
     return "\n".join(lines) + "\n"
 
 
@@ -135,8 +218,16 @@ def main(argv=None) -> int:
     rerun, published = rows_of(Path(args.rerun)), rows_of(PUBLISHED)
     same, different, unmatched = compare(rerun, published)
     within, outside, untrained = compare_trained(rerun, published)
+    same_answers, other_answers, trained_answers = compare_zero_shot(rerun, published)
+    different = different + other_answers
     command = portable(shlex.join(["python", "bench/check_rerun.py", *(sys.argv[1:] if argv is None else argv)]))
-    text = render(command, rerun, (same, different, unmatched), (within, outside, untrained))
+    text = render(
+        command,
+        rerun,
+        (same, [d for d in different if d not in other_answers], unmatched),
+        (within, outside, untrained),
+        (same_answers, other_answers, trained_answers),
+    )
     Path(args.output).write_text(text, encoding="utf-8")
     for label, found in (
         ("same     ", same),
@@ -145,6 +236,8 @@ def main(argv=None) -> int:
         ("within   ", within),
         ("OUTSIDE  ", outside),
         ("no spread", untrained),
+        ("answers  ", same_answers),
+        ("trained  ", trained_answers),
     ):
         for line in found:
             print(label, line)

@@ -434,3 +434,43 @@ def test_check_rerun_holds_a_trained_row_to_its_recipes_spread(tmp_path):
     assert code == 1 and "OUTSIDE the spread" in text
     code, text = run([dict(row, method="no-such-init")])
     assert code == 2 and "no spread" in text
+
+
+def test_check_rerun_holds_the_unswapped_models_answers_and_pairs_a_trained_rows(tmp_path):
+    """The unswapped model's zero-shot answers are deterministic: bench/check_rerun.py passes a re-run that gives the
+    published answer to every question and fails one with an answer changed. A trained row's zero-shot is shown
+    paired with the unswapped model and with its own seed's published row."""
+    published = [json.loads(line) for line in (REPO / "bench/results/leaderboard.jsonl").read_text().splitlines()]
+    original = next(
+        r for r in published if r.get("phase") == "original_zero_shot" and "correct" in r["zero_shot"].get("arc_easy", {})
+    )
+    trained = next(
+        r
+        for r in published
+        if r.get("phase") == "train"
+        and r.get("kept_as") == "qwen2.5-default-seed6-200steps"
+        and r.get("sd_split_weight") == 1
+        and "arc_easy:test_rc_0shot" in r.get("zero_shot", {})
+    )
+
+    def run(rows):
+        path = tmp_path / "rerun.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        out = tmp_path / "out.md"
+        done = subprocess.run(
+            [sys.executable, "bench/check_rerun.py", str(path), "--output", str(out)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return done.returncode, out.read_text()
+
+    code, text = run([original, trained])
+    assert code == 0 and "the published answer to every question" in text
+    assert "its own seed's published row" in text and "(0 answers moved)" in text
+    flipped = json.loads(json.dumps(original))
+    answers = flipped["zero_shot"]["arc_easy"]["correct"]
+    flipped["zero_shot"]["arc_easy"]["correct"] = ("1" if answers[0] == "0" else "0") + answers[1:]
+    code, text = run([flipped])
+    assert code == 1 and "1 answers unlike the published" in text
