@@ -442,7 +442,9 @@ def test_check_rerun_holds_the_unswapped_models_answers_and_pairs_a_trained_rows
     paired with the unswapped model and with its own seed's published row."""
     published = [json.loads(line) for line in (REPO / "bench/results/leaderboard.jsonl").read_text().splitlines()]
     original = next(
-        r for r in published if r.get("phase") == "original_zero_shot" and "correct" in r["zero_shot"].get("arc_easy", {})
+        r
+        for r in published
+        if r.get("phase") == "original_zero_shot" and "correct" in r["zero_shot"].get("arc_easy", {})
     )
     trained = next(
         r
