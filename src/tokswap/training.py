@@ -4,7 +4,7 @@ After a tokenizer swap the body of the model is intact but its input and output 
 new vocabulary. TokAlign trains the model back in two stages:
 
 1. only the input embeddings and the output head (learning rate 6.4e-4), everything else frozen;
-2. the whole model (learning rate 5e-5 in the paper; 1e-4 here, measured better at 50-200 steps), or LoRA
+2. the whole model (learning rate 5e-5 in the paper; 2e-4 here, measured better at 50-200 steps), or LoRA
    adapters on the body with the embeddings fully trainable.
 
 Both stages are plain `trl.SFTTrainer` runs configured by [`VocabAdaptationConfig`], so checkpoints,
