@@ -399,6 +399,21 @@ def test_check_rerun_tells_a_re_made_row_from_a_changed_one(tmp_path):
     assert run([unknown]).returncode == 2
 
 
+def check_rerun(tmp_path, rows: list) -> tuple[int, str]:
+    """Run bench/check_rerun.py on `rows` as a re-run file: (exit code, the markdown it wrote)."""
+    path = tmp_path / "rerun.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out.md"
+    done = subprocess.run(
+        [sys.executable, "bench/check_rerun.py", str(path), "--output", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done.returncode, out.read_text()
+
+
 def test_check_rerun_holds_a_trained_row_to_its_recipes_spread(tmp_path):
     """A trained row is not deterministic: bench/check_rerun.py passes one within the spread of its recipe's published
     seeds, fails one far outside it, and says so when the recipe has fewer than two published seeds."""
@@ -415,24 +430,11 @@ def test_check_rerun_holds_a_trained_row_to_its_recipes_spread(tmp_path):
         and not any(k in r for k in extras)
     )
 
-    def run(rows):
-        path = tmp_path / "rerun.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        out = tmp_path / "out.md"
-        done = subprocess.run(
-            [sys.executable, "bench/check_rerun.py", str(path), "--output", str(out)],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        return done.returncode, out.read_text()
-
-    code, text = run([row])
+    code, text = check_rerun(tmp_path, [row])
     assert code == 0 and "1 within the spread" in text and "its own seed's row" in text
-    code, text = run([dict(row, mean_bpb=row["mean_bpb"] + 0.5)])
+    code, text = check_rerun(tmp_path, [dict(row, mean_bpb=row["mean_bpb"] + 0.5)])
     assert code == 1 and "OUTSIDE the spread" in text
-    code, text = run([dict(row, method="no-such-init")])
+    code, text = check_rerun(tmp_path, [dict(row, method="no-such-init")])
     assert code == 2 and "no spread" in text
 
 
@@ -455,24 +457,11 @@ def test_check_rerun_holds_the_unswapped_models_answers_and_pairs_a_trained_rows
         and "arc_easy:test_rc_0shot" in r.get("zero_shot", {})
     )
 
-    def run(rows):
-        path = tmp_path / "rerun.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        out = tmp_path / "out.md"
-        done = subprocess.run(
-            [sys.executable, "bench/check_rerun.py", str(path), "--output", str(out)],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        return done.returncode, out.read_text()
-
-    code, text = run([original, trained])
+    code, text = check_rerun(tmp_path, [original, trained])
     assert code == 0 and "the published answer to every question" in text
     assert "its own seed's published row" in text and "(0 answers moved)" in text
     flipped = json.loads(json.dumps(original))
     answers = flipped["zero_shot"]["arc_easy"]["correct"]
     flipped["zero_shot"]["arc_easy"]["correct"] = ("1" if answers[0] == "0" else "0") + answers[1:]
-    code, text = run([flipped])
+    code, text = check_rerun(tmp_path, [flipped])
     assert code == 1 and "1 answers unlike the published" in text
