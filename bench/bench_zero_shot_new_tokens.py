@@ -7,7 +7,9 @@ the swap had to initialize (`fvt_scaled`: the scaled mean of its pieces), and th
 is in a choice's scored tokens or only in the context. For each group: questions, the paired
 difference against the unswapped model and its standard error, and the questions lost and gained. A second split
 runs the other way: whether a choice holds a *carved* word, a whole word of SmolLM2's vocabulary that the target
-spells in pieces (" evaporation" -> " ev" + "aporation"), whose source row the swap drops. No model runs:
+spells in pieces (" evaporation" -> " ev" + "aporation"), whose source row the swap drops. Variants of a
+recipe are paired with the recipe, and a recipe given more steps with its shorter schedule, on the same seed. No
+model runs:
 
     python bench/bench_zero_shot_new_tokens.py   # writes bench/results/zero_shot_new_tokens.md
 """
@@ -212,7 +214,8 @@ def carved_word_lines(rows: list, originals: dict) -> list:
     for task, words in top.items():
         shown = ", ".join(f"`{token!r}` {count}" for token, count in most_common(words, 12))
         lines += ["", f"{task}: the carved words in most scored choices (questions; {len(words)} distinct): {shown}"]
-    return lines + carved_offset_lines(rows, originals, cache) + variant_pair_lines(rows, cache)
+    return (lines + carved_offset_lines(rows, originals, cache) + variant_pair_lines(rows, cache)
+            + longer_schedule_lines(rows, cache))
 
 
 CARVED_OFFSETS = (0.0, 2.0, 4.0, 8.0)
@@ -256,14 +259,64 @@ def plain_reference(rows: list, row: dict):
         return (r["arm"], r["seed"], r["train_steps"], r["stage1_steps"], r.get("recovery"),
                 sorted(lb.row_recipe(r).items()))
 
-    def plain(r):
-        return not any(r.get(k) is not None and r.get(k) is not False for k in VARIANT_KEYS) and (
-            lb.ARMS.get(r["arm"], (None,))[0] is not None or r["method"] == lb.default_init_method())
-
-    if plain(row):
+    if is_plain(row):
         return None
-    return next((r for r in rows if r["phase"] == "train" and "error" not in r and plain(r)
+    return next((r for r in rows if r["phase"] == "train" and "error" not in r and is_plain(r)
                  and recipe_key(r) == recipe_key(row)), None)
+
+
+def is_plain(r: dict) -> bool:
+    """A trained row that is its arm's recipe itself: none of `VARIANT_KEYS`, the arm's own init."""
+    return not any(r.get(k) is not None and r.get(k) is not False for k in VARIANT_KEYS) and (
+        lb.ARMS.get(r["arm"], (None,))[0] is not None or r["method"] == lb.default_init_method())
+
+
+def shorter_schedule(rows: list, row: dict):
+    """The plain row `row` is a longer schedule of: same arm, seed, recovery and recipe, the same share of stage-1
+    steps, fewer steps; the longest such row, or None."""
+    def schedule_key(r):
+        return (r["arm"], r["seed"], r.get("recovery"), r["method"], sorted(lb.row_recipe(r).items()),
+                r["stage1_steps"] * row["train_steps"] == row["stage1_steps"] * r["train_steps"])
+
+    shorter = [r for r in rows if r["phase"] == "train" and "error" not in r and is_plain(r)
+               and r["train_steps"] < row["train_steps"] and schedule_key(r) == schedule_key(row)]
+    return max(shorter, key=lambda r: r["train_steps"], default=None)
+
+
+def longer_schedule_lines(rows: list, cache: dict) -> list:
+    """Each plain recipe given more steps (the same split between the stages) against its shorter schedule of the
+    same seed, on the same questions: what the extra steps buy, on all questions and with and without a carved
+    word."""
+    lines = ["", "## A recipe given more steps against its shorter schedule, paired (same seed)", "",
+             "Difference: the longer schedule's accuracy minus the shorter's on the same questions (points ± the "
+             "standard error of the per-question difference); lost and gained against the shorter.", "",
+             "| recipe | steps | task | questions | group | questions in group | difference (points) | lost | gained |",
+             "|---|---|---|---:|---|---:|---:|---:|---:|"]
+    pooled = {}
+    for r in rows:
+        if r["phase"] != "train" or "error" in r or r.get("method") == "none" or not is_plain(r):
+            continue
+        base = shorter_schedule(rows, r)
+        for task, result in (r.get("zero_shot", {}) if base else {}).items():
+            other = base.get("zero_shot", {}).get(task)
+            marker = (task, result["num_examples"], r["target"])
+            if (other is None or other["num_examples"] != result["num_examples"] or marker not in cache
+                    or "correct" not in result or "correct" not in other):
+                continue
+            per_question = cache[marker][0]
+            steps = f"{r['train_steps']} vs {base['train_steps']}"
+            for label, pick in (("all", list(range(len(per_question)))),
+                                ("a choice holds a carved word", [k for k, (c, _) in enumerate(per_question) if max(c)]),
+                                ("no choice holds one", [k for k, (c, _) in enumerate(per_question) if not max(c)])):
+                lines.append(f"| {lb.arm_label(r)}, seed {r['seed']} | {steps} | {task} | {result['num_examples']} | "
+                             f"{label} | " + group_cells(result["correct"], other["correct"], pick) + " |")
+                key = (lb.arm_label(r), steps, task, result["num_examples"], label, len(pick))
+                pooled.setdefault(key, [[]])[0].append(lb.paired_difference(
+                    "".join(result["correct"][k] for k in pick), "".join(other["correct"][k] for k in pick))[0])
+    return lines + pooled_lines(pooled, "The same pooled over the seeds: the mean of the per-seed differences "
+                                "(points) ± their standard deviation over seeds, and their range:",
+                                ["recipe", "steps", "task", "questions", "group", "questions in group", "seeds",
+                                 "difference over seeds"])
 
 
 def variant_pair_lines(rows: list, cache: dict) -> list:
