@@ -143,6 +143,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                        ("split", "division of each leading-piece group among the new vocabulary's merges")):
         parser.add_argument(f"--sd-{part}-weight", type=float, default=None,
                             help=f"self_distill arm: weight of the {what} (default: VocabAdaptationConfig's)")
+    parser.add_argument("--sd-hidden-layers", default=None, choices=["last", "all"],
+                        help="self-distillation: match the final hidden state or every layer's at shared boundaries "
+                             "(default: VocabAdaptationConfig's)")
     parser.add_argument("--task-near-share", type=float, default=None,
                         help="train on this share of windows of unlabelled question + choices text from multiple-choice "
                              "sets the zero-shot scoring never reads (see task_near_documents); the rest from the corpus")
@@ -963,7 +966,10 @@ def sd_weights_tag(args) -> str:
     defaults = default_sd_weights()
     changed = [(key, getattr(args, key, None)) for key in SD_WEIGHT_KEYS]
     changed = [(key, value) for key, value in changed if value is not None and value != defaults.get(key)]
-    return "".join(["-sd"] + [f"-{key[3:-7]}{value:g}" for key, value in changed]) if changed else ""
+    tags = [f"-{key[3:-7]}{value:g}" for key, value in changed]
+    if getattr(args, "sd_hidden_layers", None) not in (None, "last"):
+        tags.append(f"-hidden-{args.sd_hidden_layers}")  # every layer matched: another loss, another folder
+    return "".join(["-sd"] + tags) if tags else ""
 
 
 def run_score_kept(args, argv, heldout, source_tok, rows: list) -> None:
@@ -1127,6 +1133,7 @@ RECIPE_FIELDS = {"stage1_lr": "stage1_learning_rate", "stage2_lr": "stage2_learn
                  "sd_hidden_weight": "self_distill_hidden_weight",
                  "sd_prediction_weight": "self_distill_prediction_weight",
                  "sd_split_weight": "self_distill_split_weight",
+                 "sd_hidden_layers": "self_distill_hidden_layers",
                  "sparse_embedding_updates": "sparse_embedding_updates"}
 
 

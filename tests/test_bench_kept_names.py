@@ -19,3 +19,10 @@ def test_other_weights_name_only_what_differs(lb):
     changed = weights(lb, **{**defaults, "sd_prediction_weight": 3.0, "sd_split_weight": 3.0})
     assert lb.sd_weights_tag(changed) == "-sd-prediction3-split3"
     assert lb.sd_weights_tag(weights(lb, sd_hidden_weight=0.5)) == "-sd-hidden0.5"
+
+
+def test_every_layer_matched_is_a_name_of_its_own(lb):
+    last = weights(lb, sd_hidden_weight=10.0, sd_hidden_layers="last")
+    every = weights(lb, sd_hidden_weight=10.0, sd_hidden_layers="all")
+    assert lb.sd_weights_tag(last) == "-sd-hidden10"
+    assert lb.sd_weights_tag(every) == "-sd-hidden10-hidden-all"

@@ -366,6 +366,54 @@ def test_loss_is_zero_for_the_same_model_and_tokenizer(student_tokenizer):
         assert out.ce_sum.item() > 0  # the cross-entropy part alone is not zero
 
 
+def _all_layer_hidden_term(student, teacher, batch, scale=1.0):
+    """The hidden part alone, every layer matched (`hidden_layers="all"`), each state multiplied by `scale`."""
+    s_states = student(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True
+    ).hidden_states
+    with torch.no_grad():
+        t_states = teacher(
+            input_ids=batch["teacher_input_ids"],
+            attention_mask=batch["teacher_attention_mask"],
+            output_hidden_states=True,
+        ).hidden_states
+    s_layers, t_layers = [scale * h for h in s_states[1:]], [scale * h for h in t_states[1:]]
+    out = self_distillation_loss(
+        s_layers[-1], t_layers[-1], batch["input_ids"], batch["teacher_input_ids"], batch["student_chunks"],
+        batch["teacher_chunks"], student.lm_head, teacher.lm_head, ce_weight=0.0, likelihood_weight=0.0,
+        hidden_weight=1.0, prediction_weight=0.0, split_weight=0.0, student_layers=s_layers, teacher_layers=t_layers,
+    )  # fmt: skip
+    return out, s_layers, t_layers
+
+
+def test_all_layer_hidden_term_is_relative_per_layer(student_tokenizer, teacher_tokenizer):
+    _, batch = _batch(student_tokenizer, teacher_tokenizer, TEXTS[:3])
+    student = llama(len(student_tokenizer), seed=0)
+    teacher = llama(len(teacher_tokenizer), seed=1)
+    out, s_layers, t_layers = _all_layer_hidden_term(student, teacher, batch)
+    pairs = []  # each chunk's last position in both rows, one chunk at a time
+    for b in range(batch["input_ids"].shape[0]):
+        sc, tc = batch["student_chunks"][b].tolist(), batch["teacher_chunks"][b].tolist()
+        for c in range(max(sc) + 1):
+            pairs.append((b, max(t for t, k in enumerate(sc) if k == c), max(t for t, k in enumerate(tc) if k == c)))
+    reference = 0.0
+    for hs, ht in zip(s_layers, t_layers):
+        norm = sum((ht[b, t] ** 2).mean() for b, _, t in pairs) / len(pairs)
+        reference = reference + sum(((hs[b, s] - ht[b, t]) ** 2).mean() for b, s, t in pairs) / norm / len(s_layers)
+    tokens = int((batch["labels"][:, 1:] != -100).sum())
+    assert out.num_chunks == len(pairs) > 3 and out.num_tokens == tokens
+    assert torch.allclose(out.loss, reference / tokens, rtol=1e-5)  # the term is summed in float32
+    # a layer ten times larger weighs the same: the error is relative to the teacher's size there
+    scaled, _, _ = _all_layer_hidden_term(student, teacher, batch, scale=10.0)
+    assert torch.allclose(scaled.loss, out.loss, rtol=1e-5)
+    assert out.loss.item() > 0
+    twin = copy.deepcopy(student)
+    zero, _, _ = _all_layer_hidden_term(student, twin, {**batch, "teacher_input_ids": batch["input_ids"],
+                                                        "teacher_attention_mask": batch["attention_mask"],
+                                                        "teacher_chunks": batch["student_chunks"]})  # fmt: skip
+    assert abs(zero.loss.item()) < 1e-9
+
+
 def _naive_split(student, teacher, student_tokenizer, teacher_tokenizer, batch, groups):
     """Full-logit reference of the split part: each chunk's first teacher token, its group's members spelled
     again with the teacher tokenizer, one chunk at a time."""

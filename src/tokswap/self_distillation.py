@@ -9,7 +9,9 @@ both end a token at the same byte, both models have read the same text, and the 
   `likelihood_loss="binary_kl"` compares the chunk's probability p as a Bernoulli event,
   `"abs"` the absolute difference of log-likelihoods), weight `likelihood_weight`;
 - be in the teacher's hidden state at each shared boundary (mean squared difference of the final
-  hidden states, or of every layer's), weight `hidden_weight`;
+  hidden states, or of every layer's, each layer's squared error divided by the teacher's mean squared norm at
+  those boundaries, since the residual stream's scale grows a hundredfold from the first layers to the last),
+  weight `hidden_weight`;
 - predict what comes next as the teacher does, weight `prediction_weight`: at each shared boundary,
   KL(teacher || student) of the two next-token distributions grouped by the piece the next text starts with
   (`tokswap.align.leading_pieces`: " dries" and " d" in one group, " whipping" and " wh" in another); inside a
@@ -84,7 +86,7 @@ class SelfDistillationConfig(SFTConfig):
             boundaries.
         likelihood_loss (`str`, defaults to `"binary_kl"`): `"binary_kl"` or `"abs"`.
         hidden_layers (`str`, defaults to `"last"`): `"last"` (the final, normed hidden state) or `"all"`
-            (every layer's output, averaged).
+            (every layer's output, each layer's error relative to the teacher's squared norm, averaged).
         prediction_weight (`float`, defaults to `1.0`): weight of matching the teacher's next-token distribution at
             shared boundaries, grouped by leading piece.
         split_weight (`float`, defaults to `1.0`): weight of dividing each group's mass among the student's merges
@@ -616,8 +618,10 @@ def _likelihood_gap(teacher_ll: torch.Tensor, student_ll: torch.Tensor, kind: st
     return (teacher_ll - student_ll).abs()
 
 
-def _hidden_sum(pairs, student_chunks, teacher_chunks, num_chunks, offsets) -> torch.Tensor:
-    """Mean squared difference of (student, teacher) hidden states at each chunk's last token, averaged over pairs."""
+def _hidden_sum(pairs, student_chunks, teacher_chunks, num_chunks, offsets, relative=False) -> torch.Tensor:
+    """Mean squared difference of (student, teacher) hidden states at each chunk's last token, averaged over pairs;
+    `relative`: each pair's squared error over the teacher's mean squared norm at these boundaries (a scale-free
+    error, so no layer outweighs the others by its size)."""
     student_at = _last_positions(student_chunks, num_chunks, offsets)
     teacher_at = _last_positions(teacher_chunks, num_chunks, offsets)
     total = 0.0
@@ -625,7 +629,10 @@ def _hidden_sum(pairs, student_chunks, teacher_chunks, num_chunks, offsets) -> t
         s_rows = s_states.reshape(-1, s_states.shape[-1]).index_select(0, student_at).float()
         t_states = t_states.to(s_states.device)
         t_rows = t_states.reshape(-1, t_states.shape[-1]).index_select(0, teacher_at).float().detach()
-        total = total + (s_rows - t_rows).pow(2).mean(-1).sum() / len(pairs)
+        error = (s_rows - t_rows).pow(2).mean(-1)
+        if relative:
+            error = error / t_rows.pow(2).mean(-1).mean().clamp(min=torch.finfo(torch.float32).tiny)
+        total = total + error.sum() / len(pairs)
     return total
 
 
@@ -745,7 +752,8 @@ def self_distillation_loss(
         groups ([`~tokswap.align.leading_pieces.LeadingPieceGroups`], *optional*): needed when `prediction_weight`
             or `split_weight` is > 0.
         student_layers / teacher_layers (*optional*): lists of per-layer hidden states to match at the
-            boundaries instead of the final ones (`hidden_layers="all"`).
+            boundaries instead of the final ones (`hidden_layers="all"`), each layer's error relative to the
+            teacher's mean squared norm there.
         chunk_size (`int`): positions whose logits are computed at once.
         num_items_in_batch (*optional*): scored student tokens in the whole accumulated batch (the normalizer).
         student_transform / teacher_transform: logit scale / soft-cap.
@@ -799,7 +807,7 @@ def self_distillation_loss(
         pairs = (
             [(student_hidden, teacher_hidden)] if student_layers is None else list(zip(student_layers, teacher_layers))
         )
-        hidden_sum = _hidden_sum(pairs, student_chunks, teacher_chunks, num_chunks, offsets)
+        hidden_sum = _hidden_sum(pairs, student_chunks, teacher_chunks, num_chunks, offsets, student_layers is not None)
         total = total + hidden_weight * hidden_sum
     shared = (student_chunks, teacher_chunks, num_chunks, offsets, student_head, teacher_head, groups)
     if predict:
