@@ -249,15 +249,19 @@ def carved_offset_lines(rows: list, originals: dict, cache: dict) -> list:
 
 # What makes a trained row a variant of its arm's recipe (a row with none of them is the recipe itself)
 VARIANT_KEYS = ("task_near_share", "teacher_text_share", "new_word_fit", "output_row_fit", "leading_piece",
-                "merge_original")
+                "merge_original", "sd_hidden_layers")
+# a variant of the loss itself is paired with the recipe that lacks that term: these recipe keys are not compared
+LOSS_VARIANT_KEYS = {"sd_hidden_layers": ("sd_hidden_weight", "sd_hidden_layers")}
 
 
 def plain_reference(rows: list, row: dict):
     """The trained row `row` varies: same arm, seed, steps, recovery and recipe, the arm's default init, none of
     `VARIANT_KEYS`; None if `row` is itself plain or has no such row."""
+    dropped = {key for variant, keys in LOSS_VARIANT_KEYS.items() if row.get(variant) is not None for key in keys}
+
     def recipe_key(r):
         return (r["arm"], r["seed"], r["train_steps"], r["stage1_steps"], r.get("recovery"),
-                sorted(lb.row_recipe(r).items()))
+                sorted((k, v) for k, v in lb.row_recipe(r).items() if k not in dropped))
 
     if is_plain(row):
         return None
