@@ -183,6 +183,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="right after the swap: each new word's output row becomes its first piece's, shifted "
                              "by what its later pieces cost (tokswap.leading_piece_outputs, default config), before "
                              "any --fit-output-rows; method label '<method>+leading_piece'")
+    parser.add_argument("--carved-usage", choices=["corpus", "corpus+task-near"], default=None,
+                        help="right after the swap, before any other row step: each target row is mixed with the "
+                             "source rows of the carved words it stands for in this text, by the share of its "
+                             "occurrences that do (tokswap.carved_usage, default config): the alignment corpus's "
+                             "training pieces, or those and the task-near documents; method label "
+                             "'<method>+carved_usage_<text>'")
     parser.add_argument("--fit-new-words", action="store_true",
                         help="right after the swap, fit new whole words' input rows to the original model's hidden "
                              "states (tokswap.new_word_fit, default config; the model is untied)")
@@ -222,6 +228,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--score-kept reads the models of --keep-models DIR: give it")
     if args.fit_output_weight and not args.fit_new_words:
         parser.error("--fit-output-weight goes with --fit-new-words")
+    if "unswapped_ce" in args.arms and args.carved_usage:
+        parser.error("--carved-usage acts on a swap: not with arm unswapped_ce")
+    if args.carved_usage == "corpus+task-near" and any(t.startswith("arc_easy:test") for t in args.zero_shot.split(",")):
+        parser.error("--carved-usage corpus+task-near counts ARC-Easy's test questions: do not score that split")
     if "unswapped_ce" in args.arms and args.leading_piece_outputs:
         parser.error("--leading-piece-outputs acts on a swap: not with arm unswapped_ce")
     if args.fit_output_seed and (not args.fit_output_rows or args.train or args.train_only):
@@ -772,6 +782,7 @@ def run_after_swap(args, argv, heldout: dict, alignments: Alignments, source_tok
             # a donor space has no seed: those rows are scored once
             dependent = is_seed_dependent(method) and donor is None
             label = f"{method}+donor" if donor is not None else method
+            label += f"+carved_usage_{args.carved_usage}" if args.carved_usage else ""
             label += "+leading_piece" if args.leading_piece_outputs else ""
             label += f"+output_fit_{args.fit_output_rows}" if args.fit_output_rows else ""
             label += "+transfer" if args.fit_output_transfer else ""
@@ -798,6 +809,8 @@ def score_after_swap(args, heldout, alignments: Alignments, source_tok, target: 
     started = time.perf_counter()
     model, tokenizer = swap(alignments.tokenizer(target), alignment, method, source_tok, seed, donor)
     fields = {}
+    if args.carved_usage:
+        fields["carved_usage"] = carved_usage(model, tokenizer, source_tok, alignments.train_texts, alignment, args)
     if args.leading_piece_outputs:
         fields["leading_piece"] = leading_piece_outputs(model, tokenizer, source_tok, alignment)
     if args.fit_output_rows:
@@ -886,6 +899,10 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
     if init == "none":  # the control: the same recipe and text with no swap
         return train_unswapped(args, heldout, source_tok, dataset, seed, recovery, started)
     model, tokenizer = swap(target_tok, alignments.get(args.train_target, seed), init, source_tok, seed)
+    usage = None
+    if args.carved_usage:
+        usage = carved_usage(model, tokenizer, source_tok, alignments.train_texts,
+                             alignments.get(args.train_target, seed), args)
     fit = None
     if args.fit_new_words:
         fit = fit_new_words(model, tokenizer, teacher, source_tok, alignments.get(args.train_target, seed), args)
@@ -896,7 +913,7 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
     if args.fit_output_rows:
         output_fit = fit_output_rows(model, tokenizer, alignments.train_texts, alignments.get(args.train_target, seed), args)
     key = (init, seed, bool(fit), args.fit_output_weight, args.fit_output_rows, args.fit_output_transfer,
-           args.leading_piece_outputs)
+           args.leading_piece_outputs, args.carved_usage)
     if key not in after_swap_cache:
         after_swap_cache[key] = bits_per_byte(model, tokenizer, heldout, args.eval_batch)
     curve = {0: after_swap_cache[key]}
@@ -929,6 +946,8 @@ def train_arm(args, heldout, alignments, source_tok, teacher, dataset, arm: str,
         fields["new_word_fit"] = fit
     if leading is not None:
         fields["leading_piece"] = leading
+    if usage is not None:
+        fields["carved_usage"] = usage
     if output_fit is not None:
         fields["output_row_fit"] = output_fit
     if args.merge_original:
@@ -1096,6 +1115,21 @@ def fit_new_word_inputs(model, tokenizer, teacher, source_tok, alignment, args) 
     return {**dataclasses.asdict(report), "rows": rows.tolist()}
 
 
+def carved_usage(model, tokenizer, source_tok, corpus_texts: list, alignment, args) -> dict:
+    """`tokswap.carved_usage` (default config) with the original SmolLM2's rows, usage counted on the text
+    `--carved-usage` names: the report's fields and the text's name."""
+    import dataclasses
+
+    from tokswap.carved_usage import carved_usage_rows
+    from tokswap.init_methods import shared_row_mask
+
+    texts = corpus_texts + (task_near_documents() if args.carved_usage == "corpus+task-near" else [])
+    shared = shared_row_mask(alignment, source_tok, tokenizer)
+    report = carved_usage_rows(model, load_source_model(), source_tok, tokenizer, texts, shared_rows=shared,
+                               progress=lambda line: print(line, file=sys.stderr, flush=True))
+    return {"texts": args.carved_usage, **dataclasses.asdict(report)}
+
+
 def leading_piece_outputs(model, tokenizer, source_tok, alignment) -> dict:
     """`tokswap.leading_piece_outputs` (default config) with the original SmolLM2 as the source: the report's fields."""
     import dataclasses
@@ -1196,6 +1230,8 @@ def arm_label(row: dict) -> str:
         extra += " and transferred to the rest" if row["output_row_fit"].get("transfer") else ""
     if row.get("leading_piece"):
         extra += ", new words' output rows from their first piece"
+    if row.get("carved_usage"):
+        extra += f", rows mixed with the carved words they stand for in {row['carved_usage']['texts']} text"
     if row.get("merge_original") is not None:
         extra += f", then decoder moved {100 * row['merge_original']:g}% back to the original's"
     steps, stage1 = row["train_steps"], row["stage1_steps"]
@@ -1309,6 +1345,7 @@ def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original)
         and row.get("output_row_fit", {}).get("texts") == args.fit_output_rows
         and bool(row.get("output_row_fit", {}).get("transfer")) == args.fit_output_transfer
         and bool(row.get("leading_piece")) == args.leading_piece_outputs
+        and row.get("carved_usage", {}).get("texts") == args.carved_usage
         for row in rows)
 
 
