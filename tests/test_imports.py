@@ -39,7 +39,7 @@ FLOORS = [
     ],
     ["tokswap.align", "tokswap.loading", "tokswap.modeling", "tokswap.hub.prebuilt", "tokswap.default_corpus"],
     ["tokswap.init_methods", "tokswap.surgery", "tokswap.evaluation", "tokswap.body_merge"],
-    ["tokswap.new_word_fit", "tokswap.output_row_fit"],
+    ["tokswap.new_word_fit", "tokswap.output_row_fit", "tokswap.carved_usage"],
     ["tokswap.leading_piece_outputs"],
     ["tokswap.trainer_utils", "tokswap.group_split"],
     ["tokswap.self_distillation", "tokswap.distillation", "tokswap.training", "tokswap.drafting"],
