@@ -134,10 +134,6 @@ KNOWN_ONE_SEED: dict = {
     "models were kept and never scored on the test split; its re-run (results/rerun_trained.md) was, but a re-run is "
     "held against the published row, not added to the seeds; lifted by a published default of seed 5 scored on it",
     "The test split, seed 6 alone": "as above (RESULTS.md's sentence of the same figures)",
-    "Seed 6 alone, so every figure here is one seed": "a lever measured once and found negative (every layer's "
-    "state matched, RESULTS.md); not a claim of README.md; lifted by a second seed",
-    "Seed 2 alone, so every figure here is one seed": "text near the tasks under today's default, measured once "
-    "and found a tie (RESULTS.md); not a claim of README.md; lifted by a second seed",
     "Re-running the default's 200-step row of seed 5": "a re-run of one published seed held against that seed's own "
     "row (does today's code give what was published?), not a measurement of the recipe, whose spread is its seven seeds",
 }
