@@ -39,6 +39,8 @@ DERIVED = [
     ("0.106", "{1.885} - {1.779}", [LB], "right after the swap, 4 kB set, qwen2.5: fvt_scaled minus fvt_scaled + output-row fit"),
     ("0.005", "abs({1.77914} - {1.78599}) / math.sqrt(2)", [JSONL], "output-row fit after fvt_scaled, qwen2.5, "
      "fit seeds 0 and 1: sample std of the two"),
+    ("0.001", "abs({1.89593} - {1.89388}) / math.sqrt(2)", [JSONL], "output-row fit on the task-near text after "
+     "fvt_scaled, qwen2.5, fit seeds 0 and 1: sample std of the two"),
     ("0.088", "{1.973} - {1.885}", [LB], "right after the swap, 4 kB set, qwen2.5: leading-piece output rows minus "
      "fvt_scaled"),
     ("10.0", "-({-10.0322})", [JSONL], "leading-piece run, qwen2.5: how much more likely fvt_scaled rates the new "
