@@ -146,6 +146,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--sd-hidden-layers", default=None, choices=["last", "all"],
                         help="self-distillation: match the final hidden state or every layer's at shared boundaries "
                              "(default: VocabAdaptationConfig's)")
+    parser.add_argument("--sd-rehearsal-weight", type=float, default=None,
+                        help="self-distillation: weight of rehearsing the carved words the original model expects at "
+                             "shared boundaries (tokswap.carved_rehearsal; default: VocabAdaptationConfig's, off)")
     parser.add_argument("--task-near-share", type=float, default=None,
                         help="train on this share of windows of unlabelled question + choices text from multiple-choice "
                              "sets the zero-shot scoring never reads (see task_near_documents); the rest from the corpus")
@@ -988,6 +991,8 @@ def sd_weights_tag(args) -> str:
     tags = [f"-{key[3:-7]}{value:g}" for key, value in changed]
     if getattr(args, "sd_hidden_layers", None) not in (None, "last"):
         tags.append(f"-hidden-{args.sd_hidden_layers}")  # every layer matched: another loss, another folder
+    if getattr(args, "sd_rehearsal_weight", None):
+        tags.append(f"-rehearsal{args.sd_rehearsal_weight:g}")
     return "".join(["-sd"] + tags) if tags else ""
 
 
@@ -1168,6 +1173,7 @@ RECIPE_FIELDS = {"stage1_lr": "stage1_learning_rate", "stage2_lr": "stage2_learn
                  "sd_prediction_weight": "self_distill_prediction_weight",
                  "sd_split_weight": "self_distill_split_weight",
                  "sd_hidden_layers": "self_distill_hidden_layers",
+                 "sd_rehearsal_weight": "self_distill_rehearsal_weight",
                  "sparse_embedding_updates": "sparse_embedding_updates"}
 
 

@@ -41,8 +41,13 @@ FLOORS = [
     ["tokswap.init_methods", "tokswap.surgery", "tokswap.evaluation", "tokswap.body_merge"],
     ["tokswap.new_word_fit", "tokswap.output_row_fit", "tokswap.carved_usage"],
     ["tokswap.leading_piece_outputs"],
-    ["tokswap.trainer_utils", "tokswap.group_split"],
-    ["tokswap.self_distillation", "tokswap.distillation", "tokswap.training", "tokswap.drafting"],
+    ["tokswap.trainer_utils", "tokswap.group_split", "tokswap.carved_rehearsal"],
+    [
+        "tokswap.self_distillation",
+        "tokswap.distillation",
+        "tokswap.training",
+        "tokswap.drafting",
+    ],
     ["tokswap.swapper"],
     ["tokswap.cli"],
 ]

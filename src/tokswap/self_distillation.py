@@ -92,6 +92,11 @@ class SelfDistillationConfig(SFTConfig):
         split_weight (`float`, defaults to `1.0`): weight of dividing each group's mass among the student's merges
             as the teacher's next distribution after the group's piece does (`tokswap.group_split`). The defaults
             (cross-entropy + prediction + split) are the combination measured best in bench/results/leaderboard.md.
+        rehearsal_weight (`float`, defaults to `0.0`): weight of rehearsing, at each batch's boundaries, the pieces
+            of the carved words the teacher expects there (`tokswap.carved_rehearsal`); 0 is off.
+        rehearsal_words (`int`, defaults to `4`): words rehearsed per window, the teacher's most probable first.
+        rehearsal_context (`int`, defaults to `32`): student tokens of context read before each rehearsed word.
+        rehearsal_min_prob (`float`, defaults to `0.01`): the least probability the teacher gives a word it rehearses.
         teacher_max_length (`int`, *optional*): teacher tokens per window (default `2 * max_length`).
         chunk_size (`int`, defaults to `256`): positions whose logits are computed at once.
     """
@@ -116,6 +121,21 @@ class SelfDistillationConfig(SFTConfig):
             "help": "Weight of dividing each leading-piece group's mass among the student's merges (' whipping' in "
             "the group of ' wh') as the teacher's next-token distribution after that piece does."
         },
+    )
+    rehearsal_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "Weight of rehearsing the pieces of the carved words (whole original tokens the new vocabulary "
+            "spells in pieces) the teacher expects at shared boundaries, after the same context "
+            "(tokswap.carved_rehearsal); 0: off."
+        },
+    )
+    rehearsal_words: int = field(default=4, metadata={"help": "Carved words rehearsed per window."})
+    rehearsal_context: int = field(
+        default=32, metadata={"help": "Student tokens of context read before each rehearsed word."}
+    )
+    rehearsal_min_prob: float = field(
+        default=0.01, metadata={"help": "Least probability the teacher gives a word it rehearses."}
     )
     likelihood_loss: str = field(
         default="binary_kl", metadata={"help": "'binary_kl' (chunk probability as a Bernoulli event) or 'abs'."}
@@ -145,6 +165,13 @@ class SelfDistillationConfig(SFTConfig):
         for name in weights:
             if not getattr(self, name) >= 0:
                 raise SelfDistillationError(f"{name} must be >= 0, got {getattr(self, name)}.")
+        if not self.rehearsal_weight >= 0:
+            raise SelfDistillationError(f"rehearsal_weight must be >= 0, got {self.rehearsal_weight}.")
+        if self.rehearsal_words < 1 or self.rehearsal_context < 1 or not 0 < self.rehearsal_min_prob < 1:
+            raise SelfDistillationError(
+                "rehearsal_words and rehearsal_context must be >= 1 and rehearsal_min_prob in (0, 1), got "
+                f"{self.rehearsal_words}, {self.rehearsal_context}, {self.rehearsal_min_prob}."
+            )
         if sum(getattr(self, name) for name in weights) <= 0:
             raise SelfDistillationError(f"At least one of {', '.join(weights)} must be > 0.")
         if self.likelihood_loss not in LIKELIHOOD_LOSSES:
@@ -610,6 +637,25 @@ def _continuation_targets(teacher_lp: torch.Tensor, part: list):
     return torch.cat(rows), torch.cat(pieces), torch.cat(log_q)
 
 
+def rehearsal_kl(student_hidden, rehearsals, teacher_logp, student_head, student_transform=None) -> torch.Tensor:
+    """Sum over rehearsed positions (`tokswap.carved_rehearsal`) of KL(teacher's continuation || student's next
+    piece), the continuation targets of `inside_kl` taken from the teacher's distribution at each word's boundary.
+
+    Args:
+        student_hidden (`[n, L, d]`): the student's final hidden states over `rehearsals.input_ids`.
+        rehearsals ([`~tokswap.carved_rehearsal.Rehearsals`])
+        teacher_logp (`[m, V]`): the teacher's log-probabilities at the boundaries.
+    """
+    if rehearsals.rows.numel() == 0:
+        return student_hidden.new_zeros((), dtype=torch.float32)
+    device = student_hidden.device
+    flat = student_hidden.reshape(-1, student_hidden.shape[-1]).index_select(0, rehearsals.rows.to(device))
+    parts = [(None, None, ids, nexts) for ids, nexts in rehearsals.continuations]
+    with torch.no_grad():
+        targets = _continuation_targets(teacher_logp.index_select(0, rehearsals.boundary.to(device)), parts)
+    return _inside_kl_chunk(flat, *targets, student_head, student_transform or _identity)
+
+
 def _likelihood_gap(teacher_ll: torch.Tensor, student_ll: torch.Tensor, kind: str) -> torch.Tensor:
     """Per chunk: the Bernoulli KL of the two chunk probabilities ("binary_kl") or |log-likelihood difference|."""
     if kind == "binary_kl":
@@ -911,7 +957,7 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
         self._student_transform = logits_transform(self.accelerator.unwrap_model(self.model))
         self._teacher_transform = logits_transform(teacher_model)
         self._groups = None
-        if args.prediction_weight > 0 or args.split_weight > 0:
+        if args.prediction_weight > 0 or args.split_weight > 0 or args.rehearsal_weight > 0:
             from tokswap.align.leading_pieces import leading_piece_groups
 
             self._groups = leading_piece_groups(
@@ -920,6 +966,8 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
                 self.accelerator.unwrap_model(self.model).get_output_embeddings().weight.shape[0],
                 teacher_model.get_output_embeddings().weight.shape[0],
             )
+            self._carved = torch.tensor(sorted(self._groups.spellings), dtype=torch.long)
+        self._pad_id = student_pad
 
     @staticmethod
     def _windows(dataset, tokenizer, teacher_tokenizer, args):
@@ -973,12 +1021,55 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
             teacher_transform=self._teacher_transform,
         )
         loss = out.loss
+        if self.args.rehearsal_weight > 0:
+            normalizer = torch.as_tensor(out.num_tokens if num_items_in_batch is None else num_items_in_batch)
+            rehearsal_sum, words = self._rehearse(model, student, inputs, teacher_hidden)
+            loss = loss + self.args.rehearsal_weight * rehearsal_sum / normalizer.to(loss.device).clamp(min=1)
+            self._metrics[mode]["rehearsal_loss"].append(rehearsal_sum.item() / max(words, 1))
+            self._metrics[mode]["rehearsed_words"].append(float(words))
         if self.args.average_tokens_across_devices and num_items_in_batch is not None:
             loss = loss * self.accelerator.num_processes  # DDP averages gradients; the normalizer is global
         self._log_parts(mode, out, student_hidden.device)
         if return_outputs:
             return loss, {"loss": loss}
         return loss
+
+    def _rehearse(self, model, student, inputs, teacher_hidden):
+        """(the rehearsal KL sum of this batch, words rehearsed): `tokswap.carved_rehearsal`."""
+        from tokswap.carved_rehearsal import build_rehearsals, pick_words
+
+        device = teacher_hidden.device
+        student_chunks, teacher_chunks = inputs["student_chunks"].to(device), inputs["teacher_chunks"].to(device)
+        per_row = (student_chunks.max(dim=1).values + 1).clamp(min=0)
+        offsets, num_chunks = torch.cumsum(per_row, 0) - per_row, int(per_row.sum())
+        zero = teacher_hidden.new_zeros((), dtype=torch.float32)
+        if num_chunks == 0:
+            return zero, 0
+        student_rows, teacher_rows = _boundary_positions(student_chunks, teacher_chunks, num_chunks, offsets)
+        with torch.no_grad():
+            flat_teacher = teacher_hidden.reshape(-1, teacher_hidden.shape[-1]).index_select(0, teacher_rows)
+            head = self.teacher_model.get_output_embeddings()
+            logits = (self._teacher_transform or _identity)(head(flat_teacher))
+            logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+            teacher_logp = torch.log_softmax(logits, dim=-1)
+            text_next = inputs["teacher_input_ids"].to(device).reshape(-1).index_select(0, teacher_rows + 1)
+        windows = torch.div(student_rows, inputs["input_ids"].shape[1], rounding_mode="floor")
+        boundaries, words = pick_words(
+            teacher_logp, self._carved, text_next, windows, self.args.rehearsal_words, self.args.rehearsal_min_prob
+        )
+        if boundaries.numel() == 0:
+            return zero, 0
+        groups = self._groups
+        batch = build_rehearsals(
+            inputs["input_ids"].cpu(), student_rows.cpu(), boundaries.cpu(), words.cpu(), groups.spellings,
+            groups.continuations, self.args.rehearsal_context, self._pad_id,
+        )  # fmt: skip
+        hidden, _ = _forward_states(
+            model, batch.input_ids.to(inputs["input_ids"].device), batch.attention_mask.to(inputs["input_ids"].device),
+            False,
+        )  # fmt: skip
+        kl = rehearsal_kl(hidden, batch, teacher_logp, student.get_output_embeddings(), self._student_transform)
+        return kl, len(words)
 
     def _log_parts(self, mode, out, device):
         gather = self.accelerator.gather_for_metrics
@@ -1037,6 +1128,7 @@ __all__ = [
     "group_logprobs",
     "inside_kl",
     "prediction_kl",
+    "rehearsal_kl",
     "self_distill",
     "self_distillation_loss",
     "token_logprobs",

@@ -260,6 +260,13 @@ class VocabAdaptationConfig:
     self_distill_hidden_layers: str = field(
         default="last", metadata={"help": "Self-distillation hidden states matched: 'last' or 'all' layers."}
     )
+    self_distill_rehearsal_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "Self-distillation: weight of rehearsing the pieces of the carved words the original model "
+            "expects at shared boundaries (tokswap.carved_rehearsal; 0: off)."
+        },
+    )
     # Checkpoints and logging
     save_steps: int = field(
         default=500, metadata={"help": "Save a checkpoint every N optimizer steps (and at the end)."}
@@ -363,6 +370,7 @@ class VocabAdaptationConfig:
             split_weight=self.self_distill_split_weight,
             likelihood_loss=self.self_distill_likelihood_loss,
             hidden_layers=self.self_distill_hidden_layers,
+            rehearsal_weight=self.self_distill_rehearsal_weight,
             **kwargs,
         )
 

@@ -58,6 +58,7 @@ class LeadingPieceGroups:
     num_groups: int
     continuations: Dict[Tuple[int, ...], Tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
     splits: Dict[int, Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+    spellings: Dict[int, Tuple[int, ...]] = field(default_factory=dict)
 
 
 def _texts(tokenizer, rows: int) -> List[Optional[str]]:
@@ -135,6 +136,11 @@ def leading_piece_groups(student_tokenizer, teacher_tokenizer, student_rows: int
         num_groups=teacher_rows + 1,
         continuations=_continuations(spelled_with_student, student_rows),
         splits=_splits(student_spellings, student.tolist(), other),
+        spellings={
+            idx: tuple(pieces)
+            for idx, pieces in enumerate(spelled_with_student)
+            if len(pieces) > 1 and max(pieces) < student_rows
+        },
     )
 
 
