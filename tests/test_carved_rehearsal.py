@@ -11,27 +11,16 @@ pytest.importorskip("trl")
 
 from test_self_distillation import TEXTS, llama  # noqa: E402
 
+from tokswap import self_distillation as sd  # noqa: E402
 from tokswap.align.leading_pieces import leading_piece_groups  # noqa: E402
 from tokswap.carved_rehearsal import build_rehearsals, pick_words  # noqa: E402
 from tokswap.loading import load_tokenizer  # noqa: E402
-from tokswap.self_distillation import (  # noqa: E402
-    SelfDistillationConfig,
-    SelfDistillationError,
-    SelfDistillationTrainer,
-    build_self_distillation_dataset,
-    collate_self_distillation,
-)
 
 
 @pytest.fixture(scope="module")
-def student_tokenizer(train_bpe_tokenizer):
-    return train_bpe_tokenizer(TEXTS, 300)
-
-
-@pytest.fixture(scope="module")
-def wide_teacher_tokenizer(train_bpe_tokenizer):
-    """A teacher with merges the student lacks: some of its tokens are spelled with several student pieces."""
-    return train_bpe_tokenizer(TEXTS[::2], 360)
+def pair(train_bpe_tokenizer):
+    """A student tokenizer and a teacher's with merges the student lacks (words it spells in several pieces)."""
+    return train_bpe_tokenizer(TEXTS, 300), train_bpe_tokenizer(TEXTS[::2], 360)
 
 
 def test_pick_words_excludes_the_text_and_keeps_the_likeliest_per_window():
@@ -117,19 +106,18 @@ def _naive_rehearsal(student, teacher, batch, groups, rehearsal_words, min_prob,
     return total, words
 
 
-def test_rehearsal_loss_equals_a_full_softmax_reference_in_value_and_gradient(
-    student_tokenizer, wide_teacher_tokenizer, tmp_path
-):
-    data = build_self_distillation_dataset(TEXTS[:3], student_tokenizer, wide_teacher_tokenizer, 24)
-    batch = collate_self_distillation([data[i] for i in range(4)])
+def test_rehearsal_loss_equals_a_full_softmax_reference_in_value_and_gradient(pair, tmp_path):
+    student_tokenizer, wide_teacher_tokenizer = pair
+    data = sd.build_self_distillation_dataset(TEXTS[:3], student_tokenizer, wide_teacher_tokenizer, 24)
+    batch = sd.collate_self_distillation([data[i] for i in range(4)])
     student = llama(len(student_tokenizer), seed=0)
     teacher = llama(len(wide_teacher_tokenizer), seed=1)
-    config = SelfDistillationConfig(
+    config = sd.SelfDistillationConfig(
         output_dir=str(tmp_path / "run"), max_length=24, report_to="none", ce_weight=0.0, prediction_weight=0.0,
         split_weight=0.0, hidden_weight=1e-12, rehearsal_weight=1.0, rehearsal_words=2, rehearsal_context=5,
         rehearsal_min_prob=1e-4,
     )  # fmt: skip
-    trainer = SelfDistillationTrainer(
+    trainer = sd.SelfDistillationTrainer(
         model=student, teacher_model=teacher, args=config, train_dataset=data,
         processing_class=copy.deepcopy(student_tokenizer), teacher_tokenizer=wide_teacher_tokenizer,
     )  # fmt: skip
@@ -151,33 +139,33 @@ def test_rehearsal_loss_equals_a_full_softmax_reference_in_value_and_gradient(
         assert torch.allclose(gp, gq, atol=1e-5)
 
 
-def test_rehearsal_is_empty_for_one_tokenizer(student_tokenizer):
+def test_rehearsal_is_empty_for_one_tokenizer(pair):
+    student_tokenizer = pair[0]
     groups = leading_piece_groups(student_tokenizer, student_tokenizer, len(student_tokenizer), len(student_tokenizer))
     assert groups.spellings == {}  # nothing carved: nothing to rehearse
 
 
 def test_rehearsal_config_validation(tmp_path):
     for bad in (dict(rehearsal_weight=-1.0), dict(rehearsal_words=0), dict(rehearsal_min_prob=0.0)):
-        with pytest.raises(SelfDistillationError):
-            SelfDistillationConfig(output_dir=str(tmp_path), max_length=24, report_to="none", **bad)
+        with pytest.raises(sd.SelfDistillationError):
+            sd.SelfDistillationConfig(output_dir=str(tmp_path), max_length=24, report_to="none", **bad)
 
 
-def test_gradient_accumulation_with_rehearsal_equals_one_large_batch(
-    student_tokenizer, wide_teacher_tokenizer, tmp_path
-):
-    data = build_self_distillation_dataset(TEXTS[:3], student_tokenizer, wide_teacher_tokenizer, 24).select(range(4))
+def test_gradient_accumulation_with_rehearsal_equals_one_large_batch(pair, tmp_path):
+    student_tokenizer, wide_teacher_tokenizer = pair
+    data = sd.build_self_distillation_dataset(TEXTS[:3], student_tokenizer, wide_teacher_tokenizer, 24).select(range(4))
     student = llama(len(student_tokenizer), seed=0)
     teacher = llama(len(wide_teacher_tokenizer), seed=1)
     results, rehearsed = [], []
     for name, size, accumulation in (("big", 4, 1), ("accumulated", 1, 4)):
         model = copy.deepcopy(student)
-        config = SelfDistillationConfig(
+        config = sd.SelfDistillationConfig(
             output_dir=str(tmp_path / name), max_steps=1, per_device_train_batch_size=size,
             gradient_accumulation_steps=accumulation, max_length=24, learning_rate=1e-2, logging_steps=1,
             save_strategy="no", report_to="none", activation_checkpointing=False, lr_scheduler_type="constant",
             seed=0, optim="sgd", max_grad_norm=1e9, rehearsal_weight=1.0, rehearsal_words=2, rehearsal_min_prob=1e-4,
         )  # fmt: skip
-        trainer = SelfDistillationTrainer(
+        trainer = sd.SelfDistillationTrainer(
             model=model, teacher_model=copy.deepcopy(teacher), args=config, train_dataset=data,
             processing_class=copy.deepcopy(student_tokenizer), teacher_tokenizer=wide_teacher_tokenizer,
         )  # fmt: skip
