@@ -125,9 +125,8 @@ class SelfDistillationConfig(SFTConfig):
     rehearsal_weight: float = field(
         default=0.0,
         metadata={
-            "help": "Weight of rehearsing the pieces of the carved words (whole original tokens the new vocabulary "
-            "spells in pieces) the teacher expects at shared boundaries, after the same context "
-            "(tokswap.carved_rehearsal); 0: off."
+            "help": "Weight of rehearsing, after the same context, the pieces of the carved words the teacher "
+            "expects at shared boundaries (tokswap.carved_rehearsal); 0: off."
         },
     )
     rehearsal_words: int = field(default=4, metadata={"help": "Carved words rehearsed per window."})
