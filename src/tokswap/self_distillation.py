@@ -655,6 +655,40 @@ def rehearsal_kl(student_hidden, rehearsals, teacher_logp, student_head, student
     return _inside_kl_chunk(flat, *targets, student_head, student_transform or _identity)
 
 
+def rehearsal_picks(teacher_hidden, inputs, teacher_head, carved, count: int, min_prob: float, teacher_transform=None):
+    """The carved words a batch rehearses (`tokswap.carved_rehearsal.pick_words` at its shared boundaries).
+
+    Args:
+        teacher_hidden (`[B, Lt, d]`): the teacher's final hidden states over `inputs["teacher_input_ids"]`.
+        inputs: a batch of [`collate_self_distillation`].
+        carved (`LongTensor`): original tokens the new vocabulary spells in pieces (`LeadingPieceGroups.spellings`).
+
+    Returns:
+        (flat student row of each boundary, the teacher's log-probabilities there, the picked boundaries, the picked
+        original tokens), or None when the batch has no shared boundary or picks no word.
+    """
+    from tokswap.carved_rehearsal import pick_words
+
+    device = teacher_hidden.device
+    student_chunks, teacher_chunks = inputs["student_chunks"].to(device), inputs["teacher_chunks"].to(device)
+    per_row = (student_chunks.max(dim=1).values + 1).clamp(min=0)
+    offsets, num_chunks = torch.cumsum(per_row, 0) - per_row, int(per_row.sum())
+    if num_chunks == 0:
+        return None
+    student_rows, teacher_rows = _boundary_positions(student_chunks, teacher_chunks, num_chunks, offsets)
+    with torch.no_grad():
+        flat_teacher = teacher_hidden.reshape(-1, teacher_hidden.shape[-1]).index_select(0, teacher_rows)
+        logits = (teacher_transform or _identity)(teacher_head(flat_teacher))
+        logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+        teacher_logp = torch.log_softmax(logits, dim=-1)
+        text_next = inputs["teacher_input_ids"].to(device).reshape(-1).index_select(0, teacher_rows + 1)
+    windows = torch.div(student_rows, inputs["input_ids"].shape[1], rounding_mode="floor")
+    boundaries, words = pick_words(teacher_logp, carved, text_next, windows, count, min_prob)
+    if boundaries.numel() == 0:
+        return None
+    return student_rows, teacher_logp, boundaries, words
+
+
 def _likelihood_gap(teacher_ll: torch.Tensor, student_ll: torch.Tensor, kind: str) -> torch.Tensor:
     """Per chunk: the Bernoulli KL of the two chunk probabilities ("binary_kl") or |log-likelihood difference|."""
     if kind == "binary_kl":
@@ -1035,38 +1069,22 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
 
     def _rehearse(self, model, student, inputs, teacher_hidden):
         """(the rehearsal KL sum of this batch, words rehearsed): `tokswap.carved_rehearsal`."""
-        from tokswap.carved_rehearsal import build_rehearsals, pick_words
+        from tokswap.carved_rehearsal import build_rehearsals
 
-        device = teacher_hidden.device
-        student_chunks, teacher_chunks = inputs["student_chunks"].to(device), inputs["teacher_chunks"].to(device)
-        per_row = (student_chunks.max(dim=1).values + 1).clamp(min=0)
-        offsets, num_chunks = torch.cumsum(per_row, 0) - per_row, int(per_row.sum())
-        zero = teacher_hidden.new_zeros((), dtype=torch.float32)
-        if num_chunks == 0:
-            return zero, 0
-        student_rows, teacher_rows = _boundary_positions(student_chunks, teacher_chunks, num_chunks, offsets)
-        with torch.no_grad():
-            flat_teacher = teacher_hidden.reshape(-1, teacher_hidden.shape[-1]).index_select(0, teacher_rows)
-            head = self.teacher_model.get_output_embeddings()
-            logits = (self._teacher_transform or _identity)(head(flat_teacher))
-            logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
-            teacher_logp = torch.log_softmax(logits, dim=-1)
-            text_next = inputs["teacher_input_ids"].to(device).reshape(-1).index_select(0, teacher_rows + 1)
-        windows = torch.div(student_rows, inputs["input_ids"].shape[1], rounding_mode="floor")
-        boundaries, words = pick_words(
-            teacher_logp, self._carved, text_next, windows, self.args.rehearsal_words, self.args.rehearsal_min_prob
-        )
-        if boundaries.numel() == 0:
-            return zero, 0
+        picked = rehearsal_picks(
+            teacher_hidden, inputs, self.teacher_model.get_output_embeddings(), self._carved, self.args.rehearsal_words,
+            self.args.rehearsal_min_prob, self._teacher_transform,
+        )  # fmt: skip
+        if picked is None:
+            return teacher_hidden.new_zeros((), dtype=torch.float32), 0
+        student_rows, teacher_logp, boundaries, words = picked
         groups = self._groups
         batch = build_rehearsals(
             inputs["input_ids"].cpu(), student_rows.cpu(), boundaries.cpu(), words.cpu(), groups.spellings,
             groups.continuations, self.args.rehearsal_context, self._pad_id,
         )  # fmt: skip
-        hidden, _ = _forward_states(
-            model, batch.input_ids.to(inputs["input_ids"].device), batch.attention_mask.to(inputs["input_ids"].device),
-            False,
-        )  # fmt: skip
+        device = inputs["input_ids"].device
+        hidden, _ = _forward_states(model, batch.input_ids.to(device), batch.attention_mask.to(device), False)
         kl = rehearsal_kl(hidden, batch, teacher_logp, student.get_output_embeddings(), self._student_transform)
         return kl, len(words)
 
@@ -1128,6 +1146,7 @@ __all__ = [
     "inside_kl",
     "prediction_kl",
     "rehearsal_kl",
+    "rehearsal_picks",
     "self_distill",
     "self_distillation_loss",
     "token_logprobs",
