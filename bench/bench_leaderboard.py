@@ -149,6 +149,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--sd-rehearsal-weight", type=float, default=None,
                         help="self-distillation: weight of rehearsing the carved words the original model expects at "
                              "shared boundaries (tokswap.carved_rehearsal; default: VocabAdaptationConfig's, off)")
+    parser.add_argument("--sd-rehearsal-whole-words", action="store_true", default=None,
+                        help="self-distillation: rehearse only whole words (a space, then letters)")
     parser.add_argument("--task-near-share", type=float, default=None,
                         help="train on this share of windows of unlabelled question + choices text from multiple-choice "
                              "sets the zero-shot scoring never reads (see task_near_documents); the rest from the corpus")
@@ -993,6 +995,8 @@ def sd_weights_tag(args) -> str:
         tags.append(f"-hidden-{args.sd_hidden_layers}")  # every layer matched: another loss, another folder
     if getattr(args, "sd_rehearsal_weight", None):
         tags.append(f"-rehearsal{args.sd_rehearsal_weight:g}")
+        if getattr(args, "sd_rehearsal_whole_words", None):
+            tags.append("-words")
     return "".join(["-sd"] + tags) if tags else ""
 
 
@@ -1174,6 +1178,7 @@ RECIPE_FIELDS = {"stage1_lr": "stage1_learning_rate", "stage2_lr": "stage2_learn
                  "sd_split_weight": "self_distill_split_weight",
                  "sd_hidden_layers": "self_distill_hidden_layers",
                  "sd_rehearsal_weight": "self_distill_rehearsal_weight",
+                 "sd_rehearsal_whole_words": "self_distill_rehearsal_whole_words",
                  "sparse_embedding_updates": "sparse_embedding_updates"}
 
 

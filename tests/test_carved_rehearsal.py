@@ -13,7 +13,7 @@ from test_self_distillation import TEXTS, llama  # noqa: E402
 
 from tokswap import self_distillation as sd  # noqa: E402
 from tokswap.align.leading_pieces import leading_piece_groups  # noqa: E402
-from tokswap.carved_rehearsal import build_rehearsals, pick_words  # noqa: E402
+from tokswap.carved_rehearsal import build_rehearsals, pick_words, whole_words  # noqa: E402
 from tokswap.loading import load_tokenizer  # noqa: E402
 
 
@@ -137,6 +137,26 @@ def test_rehearsal_loss_equals_a_full_softmax_reference_in_value_and_gradient(pa
         gp = torch.zeros_like(p) if p.grad is None else p.grad
         gq = torch.zeros_like(q) if q.grad is None else q.grad
         assert torch.allclose(gp, gq, atol=1e-5)
+
+
+def test_whole_words_keeps_words_and_drops_indentation_latex_and_code_on_real_tokenizers():
+    source, target = load_tokenizer("smollm2"), load_tokenizer("qwen2.5")
+    carved = sorted(leading_piece_groups(target, source, len(target), len(source)).spellings)
+
+    def token(text):
+        ids = source.encode(text, add_special_tokens=False)
+        assert len(ids) == 1, text  # one SmolLM2 token ...
+        assert ids[0] in carved, text  # ... that Qwen2.5 spells in pieces
+        return ids[0]
+
+    words = [token(" evaporation"), token(" inscribed"), token(" Pythagorean")]
+    others = [token("\n   "), token("}{\\"), token("mathbf")]
+    assert whole_words(others + words, source) == words
+    kept = whole_words(carved, source)
+    assert 0 < len(kept) < len(carved)
+    for t in kept:  # a space, then letters, nothing else
+        text = source.decode([t])
+        assert text[0] == " " and text[1:].isalpha()
 
 
 def test_rehearsal_is_empty_for_one_tokenizer(pair):

@@ -22,10 +22,16 @@ config = SelfDistillationConfig(output_dir="run", rehearsal_weight=1.0, rehearsa
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
 import torch
+
+from tokswap.align.vocab import token_bytes
+
+# a space, then letters only: " evaporation"; not "\n   ", "}{\\", or pieces inside a word ("mathbf", "chle")
+_WHOLE_WORD = re.compile(r" [^\W\d_]+")
 
 
 @dataclass
@@ -88,6 +94,22 @@ def pick_words(
     return chosen, candidates[slot[chosen]]
 
 
+def whole_words(tokens: List[int], tokenizer) -> List[int]:
+    """The tokens of `tokens` (ids of `tokenizer`, the original's) that spell a whole word: a space, then letters.
+    General text makes the original expect line breaks with indentation, LaTeX and pieces inside words as often as
+    words; this keeps rehearsal to the words."""
+    spelled = token_bytes(tokenizer)
+    kept = []
+    for token in tokens:
+        try:
+            text = spelled[token].decode("utf-8")
+        except (IndexError, UnicodeDecodeError):
+            continue
+        if _WHOLE_WORD.fullmatch(text):
+            kept.append(token)
+    return kept
+
+
 def build_rehearsals(
     input_ids: torch.Tensor,
     student_rows: torch.Tensor,
@@ -133,4 +155,4 @@ def build_rehearsals(
     return Rehearsals(ids, mask, flat_rows, torch.tensor(boundary, dtype=torch.long), targets, words.cpu())
 
 
-__all__ = ["Rehearsals", "build_rehearsals", "pick_words"]
+__all__ = ["Rehearsals", "build_rehearsals", "pick_words", "whole_words"]

@@ -97,6 +97,8 @@ class SelfDistillationConfig(SFTConfig):
         rehearsal_words (`int`, defaults to `4`): words rehearsed per window, the teacher's most probable first.
         rehearsal_context (`int`, defaults to `32`): student tokens of context read before each rehearsed word.
         rehearsal_min_prob (`float`, defaults to `0.01`): the least probability the teacher gives a word it rehearses.
+        rehearsal_whole_words (`bool`, defaults to `False`): rehearse only carved tokens that are whole words (a space,
+            then letters), not indentation, LaTeX or pieces inside words.
         teacher_max_length (`int`, *optional*): teacher tokens per window (default `2 * max_length`).
         chunk_size (`int`, defaults to `256`): positions whose logits are computed at once.
     """
@@ -135,6 +137,9 @@ class SelfDistillationConfig(SFTConfig):
     )
     rehearsal_min_prob: float = field(
         default=0.01, metadata={"help": "Least probability the teacher gives a word it rehearses."}
+    )
+    rehearsal_whole_words: bool = field(
+        default=False, metadata={"help": "Rehearse only whole words (a space, then letters)."}
     )
     likelihood_loss: str = field(
         default="binary_kl", metadata={"help": "'binary_kl' (chunk probability as a Bernoulli event) or 'abs'."}
@@ -999,7 +1004,12 @@ class SelfDistillationTrainer(PublicHubTelemetryMixin, SFTTrainer):
                 self.accelerator.unwrap_model(self.model).get_output_embeddings().weight.shape[0],
                 teacher_model.get_output_embeddings().weight.shape[0],
             )
-            self._carved = torch.tensor(sorted(self._groups.spellings), dtype=torch.long)
+            carved = sorted(self._groups.spellings)
+            if args.rehearsal_whole_words:
+                from tokswap.carved_rehearsal import whole_words
+
+                carved = whole_words(carved, teacher_tokenizer)
+            self._carved = torch.tensor(carved, dtype=torch.long)
         self._pad_id = student_pad
 
     @staticmethod

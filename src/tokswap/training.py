@@ -267,6 +267,10 @@ class VocabAdaptationConfig:
             "expects at shared boundaries (tokswap.carved_rehearsal; 0: off)."
         },
     )
+    self_distill_rehearsal_whole_words: bool = field(
+        default=False,
+        metadata={"help": "Self-distillation: rehearse only whole words (a space, then letters)."},
+    )
     # Checkpoints and logging
     save_steps: int = field(
         default=500, metadata={"help": "Save a checkpoint every N optimizer steps (and at the end)."}
@@ -371,6 +375,7 @@ class VocabAdaptationConfig:
             likelihood_loss=self.self_distill_likelihood_loss,
             hidden_layers=self.self_distill_hidden_layers,
             rehearsal_weight=self.self_distill_rehearsal_weight,
+            rehearsal_whole_words=self.self_distill_rehearsal_whole_words,
             **kwargs,
         )
 
