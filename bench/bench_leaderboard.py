@@ -151,6 +151,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "shared boundaries (tokswap.carved_rehearsal; default: VocabAdaptationConfig's, off)")
     parser.add_argument("--sd-rehearsal-whole-words", action="store_true", default=None,
                         help="self-distillation: rehearse only whole words (a space, then letters)")
+    parser.add_argument("--sd-rehearsal-words", type=int, default=None,
+                        help="self-distillation: carved words rehearsed per window (default: VocabAdaptationConfig's)")
+    parser.add_argument("--sd-rehearsal-min-prob", type=float, default=None,
+                        help="self-distillation: least probability of a rehearsed word (default: VocabAdaptationConfig's)")
     parser.add_argument("--task-near-share", type=float, default=None,
                         help="train on this share of windows of unlabelled question + choices text from multiple-choice "
                              "sets the zero-shot scoring never reads (see task_near_documents); the rest from the corpus")
@@ -997,6 +1001,10 @@ def sd_weights_tag(args) -> str:
         tags.append(f"-rehearsal{args.sd_rehearsal_weight:g}")
         if getattr(args, "sd_rehearsal_whole_words", None):
             tags.append("-words")
+        if getattr(args, "sd_rehearsal_words", None) is not None:
+            tags.append(f"-per{args.sd_rehearsal_words}")
+        if getattr(args, "sd_rehearsal_min_prob", None) is not None:
+            tags.append(f"-at{args.sd_rehearsal_min_prob:g}")
     return "".join(["-sd"] + tags) if tags else ""
 
 
@@ -1179,6 +1187,8 @@ RECIPE_FIELDS = {"stage1_lr": "stage1_learning_rate", "stage2_lr": "stage2_learn
                  "sd_hidden_layers": "self_distill_hidden_layers",
                  "sd_rehearsal_weight": "self_distill_rehearsal_weight",
                  "sd_rehearsal_whole_words": "self_distill_rehearsal_whole_words",
+                 "sd_rehearsal_words": "self_distill_rehearsal_words",
+                 "sd_rehearsal_min_prob": "self_distill_rehearsal_min_prob",
                  "sparse_embedding_updates": "sparse_embedding_updates"}
 
 

@@ -252,7 +252,8 @@ VARIANT_KEYS = ("task_near_share", "teacher_text_share", "new_word_fit", "output
                 "merge_original", "sd_hidden_layers", "sd_rehearsal_weight")
 # a variant of the loss itself is paired with the recipe that lacks that term: these recipe keys are not compared
 LOSS_VARIANT_KEYS = {"sd_hidden_layers": ("sd_hidden_weight", "sd_hidden_layers"),
-                     "sd_rehearsal_weight": ("sd_rehearsal_weight", "sd_rehearsal_whole_words")}
+                     "sd_rehearsal_weight": ("sd_rehearsal_weight", "sd_rehearsal_whole_words", "sd_rehearsal_words",
+                                             "sd_rehearsal_min_prob")}
 
 
 def plain_reference(rows: list, row: dict):

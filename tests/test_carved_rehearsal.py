@@ -171,6 +171,22 @@ def test_rehearsal_config_validation(tmp_path):
             sd.SelfDistillationConfig(output_dir=str(tmp_path), max_length=24, report_to="none", **bad)
 
 
+def test_vocab_adaptation_config_passes_every_rehearsal_setting_to_self_distillation(tmp_path):
+    from tokswap.training import VocabAdaptationConfig
+
+    config = VocabAdaptationConfig(
+        output_dir=str(tmp_path),
+        self_distill_rehearsal_weight=0.5,
+        self_distill_rehearsal_whole_words=True,
+        self_distill_rehearsal_words=16,
+        self_distill_rehearsal_min_prob=0.001,
+    )
+    for stage in (1, 2):
+        sd_config = config.to_self_distillation_config(stage)
+        assert (sd_config.rehearsal_weight, sd_config.rehearsal_whole_words) == (0.5, True)
+        assert (sd_config.rehearsal_words, sd_config.rehearsal_min_prob) == (16, 0.001)
+
+
 def test_gradient_accumulation_with_rehearsal_equals_one_large_batch(pair, tmp_path):
     student_tokenizer, wide_teacher_tokenizer = pair
     data = sd.build_self_distillation_dataset(TEXTS[:3], student_tokenizer, wide_teacher_tokenizer, 24).select(range(4))

@@ -271,6 +271,12 @@ class VocabAdaptationConfig:
         default=False,
         metadata={"help": "Self-distillation: rehearse only whole words (a space, then letters)."},
     )
+    self_distill_rehearsal_words: int = field(
+        default=4, metadata={"help": "Self-distillation: carved words rehearsed per window."}
+    )
+    self_distill_rehearsal_min_prob: float = field(
+        default=0.01, metadata={"help": "Self-distillation: least probability of a rehearsed word."}
+    )
     # Checkpoints and logging
     save_steps: int = field(
         default=500, metadata={"help": "Save a checkpoint every N optimizer steps (and at the end)."}
@@ -376,6 +382,8 @@ class VocabAdaptationConfig:
             hidden_layers=self.self_distill_hidden_layers,
             rehearsal_weight=self.self_distill_rehearsal_weight,
             rehearsal_whole_words=self.self_distill_rehearsal_whole_words,
+            rehearsal_words=self.self_distill_rehearsal_words,
+            rehearsal_min_prob=self.self_distill_rehearsal_min_prob,
             **kwargs,
         )
 
