@@ -116,7 +116,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--eval-batch", type=int, default=4, help="512-token windows per forward pass")
     parser.add_argument("--train", action="store_true", help="also run phase 'train'")
     parser.add_argument("--train-only", action="store_true", help="run phase 'train' but not phase 'after_swap'")
-    parser.add_argument("--train-target", default="qwen2.5")
+    parser.add_argument("--train-target", default="qwen2.5",
+                        help=f"target asset name; '<name>{KEPT_WORDS_SUFFIX}' extends it with SmolLM2's whole words")
     parser.add_argument("--arms", nargs="+", default=["default", "self_distill", "fvt_ce"],
                         choices=list(ARMS),
                         help="default: the library's init + recovery; ce / self_distill: the default init with that "
@@ -620,9 +621,19 @@ def load_source_model():
     return AutoModelForCausalLM.from_pretrained(assets.model_path(SOURCE_MODEL), dtype=torch.float32).eval()
 
 
+# "<target>+words": the target tokenizer extended with SmolLM2's whole words it spells in pieces
+# (`tokswap.vocab_extension`: vocabulary extension instead of replacement)
+KEPT_WORDS_SUFFIX = "+words"
+
+
 def load_target_tokenizer(name: str):
     from tokswap.loading import load_tokenizer
 
+    if name.endswith(KEPT_WORDS_SUFFIX):
+        from tokswap.vocab_extension import keep_source_words
+
+        base = load_target_tokenizer(name[: -len(KEPT_WORDS_SUFFIX)])
+        return keep_source_words(load_tokenizer(SOURCE_TOKENIZER), base).tokenizer
     tokenizer = load_tokenizer(name)
     if tokenizer.eos_token is None and "<|end_of_text|>" in tokenizer.get_vocab():
         # The packaged Llama-3 tokenizer has no special-token map; Meta-Llama-3-8B's are these.

@@ -313,6 +313,36 @@ def _shared_rows_alignment(source_tokenizer, target_tokenizer) -> TokenAlignment
     )
 
 
+def test_cli_swap_keep_source_words(source_dir, target_dir, alignment_dir, tmp_path, capsys):
+    """`--keep-source-words`: the saved tokenizer spells the source's whole words as one token each, with their rows;
+    an alignment built for the target as it is, is refused with one line."""
+    from tokswap.cli import main
+    from tokswap.vocab_extension import keep_source_words
+
+    source_tokenizer = AutoTokenizer.from_pretrained(source_dir)
+    extension = keep_source_words(source_tokenizer, AutoTokenizer.from_pretrained(target_dir))
+    extended_alignment = tmp_path / "extended-alignment"
+    _alignment(source_tokenizer, extension.tokenizer).save_pretrained(extended_alignment)
+    out = tmp_path / "kept"
+    argv = ["swap", str(source_dir), str(target_dir), "--output", str(out), "--keep-source-words", "--alignment"]
+    assert main([*argv, str(extended_alignment)]) == 0
+    record = json.loads((out / "tokswap_config.json").read_text())
+    assert record["kept_source_words"]["words"] == len(extension.words) > 1000
+    saved = AutoTokenizer.from_pretrained(out)
+    word = extension.words[0]
+    (target_id,) = saved.encode(word, add_special_tokens=False)
+    (source_id,) = source_tokenizer.encode(word, add_special_tokens=False)
+    model = AutoModelForCausalLM.from_pretrained(out)
+    source = AutoModelForCausalLM.from_pretrained(source_dir)
+    torch.testing.assert_close(
+        model.get_input_embeddings().weight[target_id], source.get_input_embeddings().weight[source_id]
+    )
+    capsys.readouterr()
+    assert main([*argv[:4], str(tmp_path / "refused"), "--keep-source-words", "--alignment", str(alignment_dir)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "keep_source_words" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
 @pytest.mark.slow
 def test_real_model_from_hub_ids(hub_asset, tmp_path):
     """SmolLM2-135M and the Qwen2.5 tokenizer by Hub id (loopback Hub), as a user would call it."""

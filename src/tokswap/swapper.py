@@ -164,6 +164,7 @@ class TokenizerSwapper:
         donor=None,
         allow_nonfinite: bool = False,
         trust_unverified: bool = False,
+        keep_source_words: bool = False,
         **model_kwargs,
     ) -> TokenizerSwapper:
         """Load `source_model` and give it `target_tokenizer`'s vocabulary.
@@ -199,6 +200,10 @@ class TokenizerSwapper:
             trust_unverified (`bool`, defaults to `False`): use an alignment folder or Hub id whose checksums or
                 vocabulary hashes are missing or do not match (with a warning) instead of refusing it
                 (`UnverifiedAlignmentError`).
+            keep_source_words (`bool`, defaults to `False`): extend the target vocabulary with the source
+                vocabulary's whole words it spells in pieces (`tokswap.vocab_extension`), so each keeps its own row.
+                The model then no longer shares the target's exact vocabulary (no token-level distillation from, or
+                drafting for, a model with the target tokenizer); for swaps made for compression.
             model_kwargs:
                 Passed to `AutoModelForCausalLM.from_pretrained` (`dtype`, `device_map`, `revision`,
                 `token`, `attn_implementation`, `trust_remote_code`, ...).
@@ -224,6 +229,12 @@ class TokenizerSwapper:
         target_tokenizer_id = target_tokenizer if isinstance(target_tokenizer, (str, os.PathLike)) else None
         target_tokenizer = _own_target_tokenizer(target_tokenizer, model_kwargs)
         model, source_model_id, source_tokenizer = _load_source(source_model, source_tokenizer, model_kwargs)
+        extension = None
+        if keep_source_words:
+            from tokswap.vocab_extension import keep_source_words as extend
+
+            extension = extend(source_tokenizer, target_tokenizer)
+            target_tokenizer = extension.tokenizer
         from tokswap.trainer_utils import check_finite
 
         # before an alignment is computed and broken rows are copied into the new vocabulary
@@ -237,6 +248,14 @@ class TokenizerSwapper:
             trust_unverified=trust_unverified,
             **{k: v for k, v in model_kwargs.items() if k == "token"},
         )
+        if extension is not None:
+            recorded = (resolved.config.get("target_tokenizer") or {}).get("vocab_hash")
+            if recorded and recorded != tokenizer_fingerprint(target_tokenizer)["vocab_hash"]:
+                raise SwapperError(
+                    "keep_source_words extends the target vocabulary, but the alignment given was built for another "
+                    "vocabulary (the target's as it is?). Leave out the alignment to compute one for the extended "
+                    "vocabulary, or pass one built for it."
+                )
         if donor is not None:
             resolved, origin = _with_donor(resolved, origin, donor, target_tokenizer, model_kwargs)
         before = _ModelFacts.of(model)
@@ -263,6 +282,12 @@ class TokenizerSwapper:
             pad_to_multiple_of,
             seed,
         )
+        if extension is not None:
+            record["kept_source_words"] = {
+                "words": len(extension.words),
+                "intermediate_tokens": len(extension.intermediate_tokens),
+                "unreached": len(extension.unreached),
+            }
         return cls(model, target_tokenizer, resolved, source_model_id, source_tokenizer, method.name, record)
 
     @classmethod

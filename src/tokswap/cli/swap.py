@@ -57,6 +57,13 @@ def register_cli(subparsers) -> None:
         help="a model that already uses TGT's tokenizer: its embeddings guide the omp/focus inits",
     )
     parser.add_argument(
+        "--keep-source-words",
+        action="store_true",
+        help="extend TGT's vocabulary with SRC's whole words it spells in pieces, so each keeps its row "
+        "(the vocabulary is then no longer exactly TGT's: for compression, not for distilling from or drafting "
+        "for a TGT model)",
+    )
+    parser.add_argument(
         "--pad-to-multiple-of", type=int, default=64, help="pad the vocabulary to a multiple (default 64)"
     )
     parser.add_argument("--corpus", help="text file or folder to compute the alignment on, when it must be computed")
@@ -136,6 +143,7 @@ def _cli_swap(args) -> int:
         donor=args.donor,
         allow_nonfinite=args.allow_nonfinite,
         trust_unverified=args.trust_unverified,
+        keep_source_words=args.keep_source_words,
         **_model_kwargs(args),
     )
     if args.fit_new_words:
