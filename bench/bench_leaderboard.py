@@ -1264,6 +1264,8 @@ def arm_label(row: dict) -> str:
         extra += ", new words' output rows from their first piece"
     if row.get("carved_usage"):
         extra += f", rows mixed with the carved words they stand for in {row['carved_usage']['texts']} text"
+    if row.get("target", "").endswith(KEPT_WORDS_SUFFIX):
+        extra += ", SmolLM2's whole words kept in the vocabulary"
     if row.get("merge_original") is not None:
         extra += f", then decoder moved {100 * row['merge_original']:g}% back to the original's"
     steps, stage1 = row["train_steps"], row["stage1_steps"]

@@ -113,7 +113,6 @@ def offset_lines(rows: list, originals: dict, source_vocab: set) -> list:
     session) raised by `c` nats per new token among its scored tokens, the argmax recomputed (ties to the lowest index,
     as the scorer), and the paired difference with the unswapped model. If no `c` brings a task near the unswapped
     model, raising new tokens' scores alone is not the lever for it."""
-    from tokswap.loading import load_tokenizer
 
     pooled = {}
     lines = ["", "## If every new token in a choice scored c nats higher (post hoc, no model run)", "",
@@ -129,7 +128,7 @@ def offset_lines(rows: list, originals: dict, source_vocab: set) -> list:
             if "loglikelihoods" not in result or original is None:
                 continue
             *_, per_question = new_token_questions(task, result["num_examples"], source_vocab,
-                                                   load_tokenizer(r["target"]))
+                                                   lb.load_target_tokenizer(r["target"]))
             found = offset_differences(result["loglikelihoods"], per_question, original["correct"], OFFSETS)
             lines.append(f"| {lb.arm_label(r)}, seed {r['seed']} | {task} | {result['num_examples']} | "
                          + " | ".join(f"{diff:+.1f} ± {se:.1f}" for diff, se in found) + " |")
@@ -191,7 +190,7 @@ def carved_word_lines(rows: list, originals: dict) -> list:
             continue
         marker = (task, result["num_examples"], r["target"])
         if marker not in cache:
-            target_bytes = {b for b in token_bytes(load_tokenizer(r["target"])) if b is not None}
+            target_bytes = {b for b in token_bytes(lb.load_target_tokenizer(r["target"])) if b is not None}
             cache[marker] = carved_word_questions(task, result["num_examples"], source_tok, target_bytes)
         per_question, words, _ = cache[marker]
         top[task] = words
@@ -258,17 +257,19 @@ LOSS_VARIANT_KEYS = {"sd_hidden_layers": ("sd_hidden_weight", "sd_hidden_layers"
 
 def plain_reference(rows: list, row: dict):
     """The trained row `row` varies: same arm, seed, steps, recovery and recipe, the arm's default init, none of
-    `VARIANT_KEYS`; None if `row` is itself plain or has no such row."""
+    `VARIANT_KEYS`, on the same target (for a '+words' target, its plain target: the swap without the kept words);
+    None if `row` is itself plain or has no such row."""
     dropped = {key for variant, keys in LOSS_VARIANT_KEYS.items() if row.get(variant) is not None for key in keys}
+    target = row["target"].removesuffix(lb.KEPT_WORDS_SUFFIX)
 
     def recipe_key(r):
         return (r["arm"], r["seed"], r["train_steps"], r["stage1_steps"], r.get("recovery"),
                 sorted((k, v) for k, v in lb.row_recipe(r).items() if k not in dropped))
 
-    if is_plain(row):
+    if is_plain(row) and target == row["target"]:
         return None
     return next((r for r in rows if r["phase"] == "train" and "error" not in r and is_plain(r)
-                 and recipe_key(r) == recipe_key(row)), None)
+                 and r["target"] == target and recipe_key(r) == recipe_key(row)), None)
 
 
 def is_plain(r: dict) -> bool:
@@ -353,7 +354,8 @@ def variant_pair_lines(rows: list, cache: dict) -> list:
             configs[r["target"], start, samples] = r["config"]
         for task, result in r.get("zero_shot", {}).items():
             other = base.get("zero_shot", {}).get(task)
-            marker = (task, result["num_examples"], r["target"])
+            # carved words as the reference's target spells them: for kept words, the words the plain swap carves
+            marker = (task, result["num_examples"], base["target"])
             if other is None or other["num_examples"] != result["num_examples"] or marker not in cache:
                 continue
             per_question, _, id_sets = cache[marker]
@@ -525,7 +527,7 @@ def main() -> int:
     top, tokenizers = {}, {}
     for r, name, when, task, result, original in scored_results(rows, originals):
         if r["target"] not in tokenizers:
-            tokenizers[r["target"]] = load_tokenizer(r["target"])
+            tokenizers[r["target"]] = lb.load_target_tokenizer(r["target"])
         target_tok = tokenizers[r["target"]]
         places, counts, choice_counts, sides, _ = new_token_questions(task, result["num_examples"],
                                                                    source_vocab, target_tok)
