@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 PUBLISHED = [REPO / "README.md", REPO / "bench" / "RESULTS.md"]
 RESULTS = REPO / "bench" / "results"
-DECIMAL = re.compile(r"(?<![\w.])-?\d+\.\d+(?=x\b|(?![\w.]))")  # "1.41x" (a speed-up) counts too
+# "1.41x" (a speed-up) counts too; "1,988.5" is one number, not "988.5"
+DECIMAL = re.compile(r"(?<![\w.,])-?(?:\d{1,3}(?:,\d{3})+|\d+)\.\d+(?=x\b|(?![\w.]))")
 
 
 def result_values() -> list[float]:
@@ -48,13 +49,14 @@ def untraced(text: str, values: list[float], allowed: frozenset = frozenset()) -
     for match in DECIMAL.finditer(text):
         literal = match.group()
         decimals = len(literal.split(".")[1])
+        number = float(literal.replace(",", ""))
         if decimals not in roundings:
             roundings[decimals] = {round(v, decimals) for v in values} | {round(v * 100, decimals) for v in values}
         if literal in allowed:
             continue
         if (
-            round(float(literal), decimals) not in roundings[decimals]
-            and abs(float(literal)) not in roundings[decimals]
+            round(number, decimals) not in roundings[decimals]
+            and abs(number) not in roundings[decimals]
         ):
             line = text.count("\n", 0, match.start()) + 1
             missing.append(f"{line}: {literal}")
