@@ -147,6 +147,7 @@ def test_model_card_from_the_swappers_record(tmp_path):
         "init_method": "tokalign",
         "new_word_fit": {"num_words": 24158, "loss_before": 0.66, "loss_after": 0.26},
         "output_row_fit": {"rows_fitted": 1875, "heldout_nll_before": 5.63, "heldout_nll_after": 5.15},
+        "kept_source_words": {"words": 6186, "intermediate_tokens": 464, "unreached": 0},
         "num_parameters": 134_515_008,
         "alignment": {
             "origin": "prebuilt",
@@ -182,6 +183,8 @@ def test_model_card_from_the_swappers_record(tmp_path):
     meta = card.data.to_dict()
     assert "| new words' input rows | fitted to the source model's hidden states (24,158 words" in card.text
     assert "| new tokens' output rows | fitted by likelihood of text (1,875 rows; embeddings untied) |" in card.text
+    assert "| kept source words | 6,186 whole words of the source vocabulary" in card.text
+    assert "the vocabulary extends `Qwen/Qwen2.5-0.5B`'s |" in card.text
     assert meta["base_model"] == "HuggingFaceTB/SmolLM2-135M"
     assert meta["tokswap"]["target_tokenizer"] == "Qwen/Qwen2.5-0.5B"
     assert meta["tokswap"]["alignment_repo"] == "tokswap-alignments/smollm2_to_qwen2.5"

@@ -405,6 +405,9 @@ def render_model_card(
         output_row_fit=_fmt(_dict(record.get("output_row_fit")).get("rows_fitted"))
         if record.get("output_row_fit")
         else None,
+        kept_source_words=_fmt(_dict(record.get("kept_source_words")).get("words"))
+        if record.get("kept_source_words")
+        else None,
         alignment_where=_alignment_where(facts.alignment_hub, alignment_config),
         architecture=architectures[0],
         num_parameters=_human_count(num_parameters) if num_parameters else "?",
