@@ -244,3 +244,27 @@ def lb():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def identical_rows_alignment(source_tokenizer, target_tokenizer):
+    """A `TokenAlignment` where only identical token strings are shared; every other row is left to the init
+    method (GLOVE code, with no match recorded)."""
+    import numpy as np
+
+    from tokswap.alignment import RowSource, TokenAlignment, tokenizer_fingerprint
+
+    source_vocab = source_tokenizer.get_vocab()
+    n = len(target_tokenizer)
+    target_to_source = np.zeros(n, dtype=np.int64)
+    codes = np.full(n, RowSource.GLOVE, dtype=np.int8)
+    for token, target_id in target_tokenizer.get_vocab().items():
+        if token in source_vocab and target_id < n:
+            target_to_source[target_id], codes[target_id] = source_vocab[token], RowSource.IDENTICAL
+    return TokenAlignment(
+        target_to_source=target_to_source,
+        row_sources=codes,
+        config={
+            "source_tokenizer": tokenizer_fingerprint(source_tokenizer),
+            "target_tokenizer": tokenizer_fingerprint(target_tokenizer),
+        },
+    )

@@ -7,6 +7,7 @@ import types
 import numpy as np
 import pytest
 import torch
+from conftest import identical_rows_alignment
 
 from tokswap.alignment import AlignmentError, RowSource, TokenAlignment, tokenizer_fingerprint
 from tokswap.init_methods import DEFAULT_INIT_METHOD, UnknownInitMethodError, source_pieces
@@ -294,25 +295,6 @@ def test_cli_swap(source_dir, target_dir, alignment_dir, tmp_path, capsys):
         main(["swap", str(source_dir), str(target_dir), "--output", str(tmp_path / "y"), "--init-method", "nope"])
 
 
-def _shared_rows_alignment(source_tokenizer, target_tokenizer) -> TokenAlignment:
-    """Only identical token strings are shared; every other row is left to the init method (GLOVE code)."""
-    source_vocab = source_tokenizer.get_vocab()
-    n = len(target_tokenizer)
-    target_to_source = np.zeros(n, dtype=np.int64)
-    codes = np.full(n, RowSource.GLOVE, dtype=np.int8)
-    for token, target_id in target_tokenizer.get_vocab().items():
-        if token in source_vocab and target_id < n:
-            target_to_source[target_id], codes[target_id] = source_vocab[token], RowSource.IDENTICAL
-    return TokenAlignment(
-        target_to_source=target_to_source,
-        row_sources=codes,
-        config={
-            "source_tokenizer": tokenizer_fingerprint(source_tokenizer),
-            "target_tokenizer": tokenizer_fingerprint(target_tokenizer),
-        },
-    )
-
-
 def test_cli_swap_keep_source_words(source_dir, target_dir, alignment_dir, tmp_path, capsys):
     """`--keep-source-words`: the saved tokenizer spells the source's whole words as one token each, with their rows;
     an alignment built for the target as it is, is refused with one line."""
@@ -348,7 +330,7 @@ def test_real_model_from_hub_ids(hub_asset, tmp_path):
     """SmolLM2-135M and the Qwen2.5 tokenizer by Hub id (loopback Hub), as a user would call it."""
     model_id, target_id = hub_asset("smollm2-135m"), hub_asset("qwen2.5")
     target_tokenizer = AutoTokenizer.from_pretrained(target_id)
-    alignment = _shared_rows_alignment(AutoTokenizer.from_pretrained(model_id), target_tokenizer)
+    alignment = identical_rows_alignment(AutoTokenizer.from_pretrained(model_id), target_tokenizer)
     swapper = TokenizerSwapper.from_pretrained(
         model_id, target_id, alignment=alignment, init_method="mean", dtype=torch.float32
     )

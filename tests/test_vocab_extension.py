@@ -1,10 +1,9 @@
 """`tokswap.vocab_extension`: the target vocabulary extended with the source's whole words, on real tokenizers."""
 
-import numpy as np
 import pytest
 import torch
+from conftest import identical_rows_alignment
 
-from tokswap.alignment import RowSource, TokenAlignment, tokenizer_fingerprint
 from tokswap.loading import load_tokenizer
 from tokswap.vocab_extension import VocabExtensionError, extend_with_source_words, keep_source_words
 
@@ -89,24 +88,6 @@ def test_a_tokenizer_without_bpe_merges_is_refused():
         extend_with_source_words(wordlevel, [" ab"])
 
 
-def _identical_rows_alignment(source_tokenizer, target_tokenizer) -> TokenAlignment:
-    source_vocab = source_tokenizer.get_vocab()
-    n = len(target_tokenizer)
-    target_to_source = np.zeros(n, dtype=np.int64)
-    codes = np.full(n, RowSource.GLOVE, dtype=np.int8)
-    for token, target_id in target_tokenizer.get_vocab().items():
-        if token in source_vocab:
-            target_to_source[target_id], codes[target_id] = source_vocab[token], RowSource.IDENTICAL
-    return TokenAlignment(
-        target_to_source=target_to_source,
-        row_sources=codes,
-        config={
-            "source_tokenizer": tokenizer_fingerprint(source_tokenizer),
-            "target_tokenizer": tokenizer_fingerprint(target_tokenizer),
-        },
-    )
-
-
 @pytest.mark.slow
 def test_swap_keeping_source_words_reads_them_as_the_original_does(smollm2):
     """SmolLM2-135M -> Qwen2.5 + SmolLM2's words: on a text both vocabularies now spell alike, the swapped model's
@@ -115,7 +96,7 @@ def test_swap_keeping_source_words_reads_them_as_the_original_does(smollm2):
     from tokswap.swapper import TokenizerSwapper
 
     target = load_tokenizer("qwen2.5")
-    alignment = _identical_rows_alignment(smollm2, keep_source_words(smollm2, target).tokenizer)
+    alignment = identical_rows_alignment(smollm2, keep_source_words(smollm2, target).tokenizer)
     swapper = TokenizerSwapper.from_pretrained(
         "smollm2-135m",
         "qwen2.5",
