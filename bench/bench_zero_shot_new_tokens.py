@@ -193,7 +193,8 @@ def carved_word_lines(rows: list, originals: dict) -> list:
             target_bytes = {b for b in token_bytes(lb.load_target_tokenizer(r["target"])) if b is not None}
             cache[marker] = carved_word_questions(task, result["num_examples"], source_tok, target_bytes)
         per_question, words, _ = cache[marker]
-        top[task] = words
+        if not r["target"].endswith(lb.KEPT_WORDS_SUFFIX):  # the lists describe the target as it is
+            top[task] = words
         sides = ["none" if not max(counts) else "gold more" if counts[gold] > max(counts[:gold] + counts[gold + 1:])
                  else "other" for counts, gold in per_question]
         groups = [("a choice holds a carved word", ("gold more", "other")), ("no choice holds one", ("none",)),
@@ -531,7 +532,8 @@ def main() -> int:
         target_tok = tokenizers[r["target"]]
         places, counts, choice_counts, sides, _ = new_token_questions(task, result["num_examples"],
                                                                    source_vocab, target_tok)
-        top[task] = (counts, choice_counts)
+        if not r["target"].endswith(lb.KEPT_WORDS_SUFFIX):  # the lists describe the target as it is
+            top[task] = (counts, choice_counts)
         any_side = ("gold more", "gold fewer", "equal")
         # the scorer sums log-likelihoods: which side the new tokens sit on says whether they pull it toward
         # or away from the gold choice

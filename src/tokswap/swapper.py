@@ -219,22 +219,12 @@ class TokenizerSwapper:
                 "use, e.g. TokenizerSwapper.from_pretrained('HuggingFaceTB/SmolLM2-135M', 'Qwen/Qwen2.5-0.5B')."
             )
         get_init_method(init_method)  # fail before loading anything big
-        for given, what in (
-            (source_model, "The source model"),
-            (target_tokenizer, "The target tokenizer"),
-            (alignment, "The alignment"),
-            (source_tokenizer, "The source tokenizer"),
-        ):
-            check_local_path(given, what)
+        _check_local_paths(source_model, target_tokenizer, alignment, source_tokenizer)
         target_tokenizer_id = target_tokenizer if isinstance(target_tokenizer, (str, os.PathLike)) else None
         target_tokenizer = _own_target_tokenizer(target_tokenizer, model_kwargs)
         model, source_model_id, source_tokenizer = _load_source(source_model, source_tokenizer, model_kwargs)
-        extension = None
-        if keep_source_words:
-            from tokswap.vocab_extension import keep_source_words as extend
-
-            extension = extend(source_tokenizer, target_tokenizer)
-            target_tokenizer = extension.tokenizer
+        extension = _kept_source_words(source_tokenizer, target_tokenizer) if keep_source_words else None
+        target_tokenizer = extension.tokenizer if extension is not None else target_tokenizer
         from tokswap.trainer_utils import check_finite
 
         # before an alignment is computed and broken rows are copied into the new vocabulary
@@ -249,13 +239,7 @@ class TokenizerSwapper:
             **{k: v for k, v in model_kwargs.items() if k == "token"},
         )
         if extension is not None:
-            recorded = (resolved.config.get("target_tokenizer") or {}).get("vocab_hash")
-            if recorded and recorded != tokenizer_fingerprint(target_tokenizer)["vocab_hash"]:
-                raise SwapperError(
-                    "keep_source_words extends the target vocabulary, but the alignment given was built for another "
-                    "vocabulary (the target's as it is?). Leave out the alignment to compute one for the extended "
-                    "vocabulary, or pass one built for it."
-                )
+            _check_alignment_fits_extension(resolved, target_tokenizer)
         if donor is not None:
             resolved, origin = _with_donor(resolved, origin, donor, target_tokenizer, model_kwargs)
         before = _ModelFacts.of(model)
@@ -283,11 +267,7 @@ class TokenizerSwapper:
             seed,
         )
         if extension is not None:
-            record["kept_source_words"] = {
-                "words": len(extension.words),
-                "intermediate_tokens": len(extension.intermediate_tokens),
-                "unreached": len(extension.unreached),
-            }
+            record["kept_source_words"] = extension.summary()
         return cls(model, target_tokenizer, resolved, source_model_id, source_tokenizer, method.name, record)
 
     @classmethod
@@ -551,6 +531,35 @@ class _ModelFacts:
             type(model).__name__,
             sum(p.numel() for p in model.parameters()),
             model.get_input_embeddings().weight.shape[0],
+        )
+
+
+def _check_local_paths(source_model, target_tokenizer, alignment, source_tokenizer) -> None:
+    """A path given for any of these that does not exist is a user error before anything loads."""
+    for given, what in (
+        (source_model, "The source model"),
+        (target_tokenizer, "The target tokenizer"),
+        (alignment, "The alignment"),
+        (source_tokenizer, "The source tokenizer"),
+    ):
+        check_local_path(given, what)
+
+
+def _kept_source_words(source_tokenizer, target_tokenizer):
+    """The target tokenizer extended with the source's whole words (`tokswap.vocab_extension`)."""
+    from tokswap.vocab_extension import keep_source_words
+
+    return keep_source_words(source_tokenizer, target_tokenizer)
+
+
+def _check_alignment_fits_extension(alignment, extended_tokenizer) -> None:
+    """An alignment given for the target as it is cannot serve its extension: say so before the surgery does."""
+    recorded = (alignment.config.get("target_tokenizer") or {}).get("vocab_hash")
+    if recorded and recorded != tokenizer_fingerprint(extended_tokenizer)["vocab_hash"]:
+        raise SwapperError(
+            "keep_source_words extends the target vocabulary, but the alignment given was built for another "
+            "vocabulary (the target's as it is?). Leave out the alignment to compute one for the extended "
+            "vocabulary, or pass one built for it."
         )
 
 

@@ -49,6 +49,14 @@ class VocabExtension:
     unreached: List[str] = field(default_factory=list)
     intermediate_tokens: List[str] = field(default_factory=list)
 
+    def summary(self) -> dict:
+        """Counts for the swap record (`kept_source_words` in `tokswap_config.json`)."""
+        return {
+            "words": len(self.words),
+            "intermediate_tokens": len(self.intermediate_tokens),
+            "unreached": len(self.unreached),
+        }
+
 
 def source_only_words(source_tokenizer, target_tokenizer) -> List[str]:
     """The source vocabulary's whole words (a space, then letters) that the target tokenizer spells in pieces."""
