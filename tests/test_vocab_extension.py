@@ -116,3 +116,18 @@ def test_swap_keeping_source_words_reads_them_as_the_original_does(smollm2):
         before = original(torch.tensor([source_ids])).logits[0][:, source_ids]
         after = swapper.model.eval()(torch.tensor([target_ids])).logits[0][:, target_ids]
     torch.testing.assert_close(after, before, rtol=1e-4, atol=1e-4)
+
+
+def test_distilling_from_the_plain_target_names_the_kept_words(smollm2):
+    from tokswap.distillation import DistillationError, check_teacher_compatible
+
+    target = load_tokenizer("qwen2.5")
+    extension = keep_source_words(smollm2, target)
+    with pytest.raises(
+        DistillationError, match=rf"extends the teacher.s .* by {len(extension.tokenizer) - len(target)} tokens"
+    ) as error:
+        check_teacher_compatible(extension.tokenizer, None, teacher_tokenizer=target)
+    assert "keep_source_words" in str(error.value)
+    # a vocabulary that merely differs keeps the general message
+    with pytest.raises(DistillationError, match="differs from the student's"):
+        check_teacher_compatible(smollm2, None, teacher_tokenizer=target)

@@ -339,6 +339,29 @@ def _head_rows(model) -> int:
     return head.weight.shape[0]
 
 
+def _check_same_vocabulary(student_vocab, teacher_vocab, student_fp, teacher_fp) -> None:
+    """Refuse two vocabularies that differ, naming the swap that kept source words when that is the cause."""
+    if student_vocab == teacher_vocab:
+        return
+    teacher_name, student_name = teacher_fp["name_or_path"] or "?", student_fp["name_or_path"] or "?"
+    extends = len(student_vocab) > len(teacher_vocab) and all(
+        student_vocab.get(token) == index for token, index in teacher_vocab.items()
+    )
+    if extends:
+        raise DistillationError(
+            f"The student's vocabulary extends the teacher's ({teacher_name}) by "
+            f"{len(student_vocab) - len(teacher_vocab)} tokens (a swap with keep_source_words): token-level "
+            "distillation needs one vocabulary. Swap without keep_source_words to distill from this teacher, "
+            "or recover with self-distillation from the original model (`swapper.train()`)."
+        )
+    raise DistillationError(
+        f"The teacher's tokenizer ({teacher_name}, {teacher_fp['vocab_size']} tokens) "
+        f"differs from the student's ({student_name}, {student_fp['vocab_size']} tokens). "
+        "Token-level distillation compares the two next-token distributions id by id, so both must use one "
+        "vocabulary: swap the student's tokenizer first (`tokswap swap STUDENT TEACHER`), then distill."
+    )
+
+
 def check_teacher_compatible(tokenizer, teacher_model, teacher_tokenizer=None, student_model=None) -> int:
     """Refuse a teacher that does not share the student's vocabulary; return the number of compared ids.
 
@@ -360,13 +383,8 @@ def check_teacher_compatible(tokenizer, teacher_model, teacher_tokenizer=None, s
         )
         # The fingerprint also covers special-token roles (e.g. a pad token set for training); ids that mean the
         # same tokens are all distillation needs.
-        if not same_fingerprint and tokenizer.get_vocab() != teacher_tokenizer.get_vocab():
-            raise DistillationError(
-                f"The teacher's tokenizer ({teacher_fp['name_or_path'] or '?'}, {teacher_fp['vocab_size']} tokens) "
-                f"differs from the student's ({student_fp['name_or_path'] or '?'}, {student_fp['vocab_size']} tokens). "
-                "Token-level distillation compares the two next-token distributions id by id, so both must use one "
-                "vocabulary: swap the student's tokenizer first (`tokswap swap STUDENT TEACHER`), then distill."
-            )
+        if not same_fingerprint:
+            _check_same_vocabulary(tokenizer.get_vocab(), teacher_tokenizer.get_vocab(), student_fp, teacher_fp)
     # The base vocabulary must be covered by both heads. A few added tokens past a head's rows (Gemma-3's
     # tokenizer has 262145 entries for 262144 rows) can never be predicted by it: leave them out of the divergence.
     base_vocab_size = min(vocab_size, int(getattr(tokenizer, "vocab_size", vocab_size) or vocab_size))
