@@ -432,7 +432,8 @@ def carved_prompts(target: str, samples: int, start: str = "carved", config: dic
 
 def init_pair_lines(rows: list, reference: str = "fvt_scaled") -> list:
     """Each init scored right after the swap against `reference` on the same target and questions, paired: what a
-    change of init alone does, without the unswapped model's noise in between."""
+    change of init alone does, without the unswapped model's noise in between. A '+words' target is paired with its
+    plain target's `reference`: what keeping the carved words does to the same init."""
     scored = [r for r in rows if r["phase"] == "after_swap" and "error" not in r and r.get("zero_shot")]
     base = {(r["target"], task, result["num_examples"]): result for r in scored if r["method"] == reference
             for task, result in r["zero_shot"].items() if "correct" in result}
@@ -442,9 +443,10 @@ def init_pair_lines(rows: list, reference: str = "fvt_scaled") -> list:
              "and the reverse.", "",
              "| init | target | task | questions | difference (points) | lost | gained |", "|---|---|---|---:|---:|---:|---:|"]
     for r in scored:
+        plain_target = r["target"].removesuffix(lb.KEPT_WORDS_SUFFIX)
         for task, result in r["zero_shot"].items():
-            other = base.get((r["target"], task, result["num_examples"]))
-            if r["method"] == reference or other is None or "correct" not in result:
+            other = base.get((plain_target, task, result["num_examples"]))
+            if (r["method"] == reference and plain_target == r["target"]) or other is None or "correct" not in result:
                 continue
             diff, se = lb.paired_difference(result["correct"], other["correct"])
             lost = sum(a == "0" and b == "1" for a, b in zip(result["correct"], other["correct"]))
