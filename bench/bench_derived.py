@@ -198,6 +198,10 @@ DERIVED = [
     ("+0.3", "100 * (({0.512280701754386} - {0.5140350877192983}) + ({0.48947368421052634} - {0.4824561403508772})) "
      "/ 2", [JSONL], "ARC-Easy at 200 steps, mean of seeds 2, 3: stage 2 at 3e-4 minus 2e-4, points"),
     ("+0.1", "100 * (({0.628} - {0.629}) + ({0.631} - {0.628})) / 2", [JSONL], "the same for PIQA"),
+    ("0.009", "{1.953} - {1.944}", [LB], "right after the swap, 4 kB set, llama3: fvt_scaled minus the same with "
+     "SmolLM2's words kept (llama3+words)"),
+    ("0.016", "{1.925} - {1.909}", [LB], "the same, gpt-neox"),
+    ("0.013", "{1.885} - {1.872}", [LB], "the same, qwen2.5"),
     ("2.8", "{5530.0} / {1988.5}", ["rehearsed_words.md"], "times the rehearsals: whole words at 16 per window down to "
      "0.001 against the defaults, 800 windows, mean over window orders 5 and 6"),
 ]
