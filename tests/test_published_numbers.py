@@ -63,6 +63,9 @@ def test_one_seed_check_flags_a_lone_seed_and_passes_pairs_and_deterministic_run
     assert module.one_seed("Right after the swap (seed 2; no training, deterministic) it is 1.885.") == []
     assert module.one_seed("The fourth seed ran for 200 steps.") == []  # no measured decimal
     assert module.one_seed("about one seed-to-seed std, 0.013 apart.") == []
+    # a lone-seed figure inside a sentence about several seeds is still one seed
+    assert len(module.one_seed("Over seeds 4-6 it ties; HellaSwag -1.0 ± 0.8 (seed 4).")) == 1
+    assert module.one_seed("Over seeds 0 and 1: 58.7% (seed 0) and 58.1% (seed 1).") == []
 
 
 def test_alignment_summary_averages_reports_of_old_and_new_label_spellings(tmp_path):
