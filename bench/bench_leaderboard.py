@@ -78,6 +78,7 @@ SOURCE_TOKENIZER = "smollm2"
 SEED_INDEPENDENT = frozenset({"mean", "fvt", "focus"})
 PIECE_CHARS = 4000  # long training documents are cut into pieces of this many characters
 TRAIN_MAX_LENGTH = 128  # training sequence length (tokens)
+TRAIN_BATCH = 4  # windows per optimizer step (per_device_train_batch_size)
 TRAIN_WINDOW_TOKENS = 112  # training texts are cut into windows of this many target tokens
 WINDOW_TOKENS = 512
 LOGITS_BUDGET = 2**25  # floats of logits materialized at once by the scorer (128 MB)
@@ -159,6 +160,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--task-near-share", type=float, default=None,
                         help="train on this share of windows of unlabelled question + choices text from multiple-choice "
                              "sets the zero-shot scoring never reads (see task_near_documents); the rest from the corpus")
+    parser.add_argument("--carved-window-share", type=float, default=None,
+                        help="train on this share of windows picked from a larger corpus (--carved-window-pool-bytes, "
+                             "same domains, same held-out documents) for the carved words they use, greedily, as many "
+                             "as the run reads at that share (tokswap.carved_windows); the rest from the corpus")
+    parser.add_argument("--carved-window-pool-bytes", type=int, default=8_000_000,
+                        help="with --carved-window-share: bytes of training pieces the picked windows come from")
     parser.add_argument("--teacher-text-share", type=float, default=None,
                         help="train on this share of windows of text the original model writes (teacher_text_documents: "
                              "sampled from the start of a document, cached in --teacher-text-cache); the rest from "
@@ -872,7 +879,7 @@ def adaptation_call(model, tokenizer, dataset, args, seed: int, recovery: str, t
     from tokswap.training import VocabAdaptationConfig, adapt_vocabulary
 
     config_kwargs = dict(output_dir=workdir, stage1_max_steps=args.stage1_steps,
-                         stage2_max_steps=args.train_steps - args.stage1_steps, per_device_train_batch_size=4,
+                         stage2_max_steps=args.train_steps - args.stage1_steps, per_device_train_batch_size=TRAIN_BATCH,
                          max_length=TRAIN_MAX_LENGTH, logging_steps=10, save_steps=100000, save_final_model=False, seed=seed,
                          packing=False, recovery=recovery)
     for key, value in recipe_overrides(args).items():
@@ -986,6 +993,8 @@ def keep_model(model, tokenizer, args, arm: str, seed: int):
 
     init = ARMS[arm][0] or args.default_init or default_init_method()
     tag = f"-{init}" if ARMS[arm][0] is None and init != default_init_method() else ""  # --default-init
+    if args.carved_window_share is not None:
+        tag += f"-carved-windows{100 * args.carved_window_share:g}"
     if args.teacher_text_share is not None:  # another text mixture is another model: never overwrite the plain one
         tag += f"-{args.teacher_text_start}-text{100 * args.teacher_text_share:g}"
         tag += f"-{args.teacher_text_tokens}tok" if args.teacher_text_tokens != TEACHER_TEXT_TOKENS else ""
@@ -1248,6 +1257,9 @@ def arm_label(row: dict) -> str:
                      for key, value in recipe.items())
     if row.get("task_near_share") is not None:
         extra += f", {100 * row['task_near_share']:g}% task-near text"
+    if row.get("carved_window_share") is not None:
+        extra += (f", {100 * row['carved_window_share']:g}% windows picked for carved words from "
+                  f"{row['carved_window_pool_bytes'] / 1e6:g} MB")
     if row.get("teacher_text_share") is not None:
         extra += f", {100 * row['teacher_text_share']:g}% text the original model wrote"
         extra += {"carved": " from carved words", "corpus": " from the corpus's carved words"}.get(
@@ -1307,8 +1319,9 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
                          f"score at most that many questions (--zero-shot-limit)")
     if args.task_near_share is not None and any(t.startswith("arc_easy:test") for t in args.zero_shot.split(",")):
         raise SystemExit("--task-near-share trains on ARC-Easy's test questions: do not score that split")
-    if args.task_near_share is not None and args.teacher_text_share is not None:
-        raise SystemExit("--task-near-share and --teacher-text-share each take the rest of the windows: give one")
+    if sum(x is not None for x in (args.task_near_share, args.teacher_text_share, args.carved_window_share)) > 1:
+        raise SystemExit("--task-near-share, --teacher-text-share and --carved-window-share each take the rest of the "
+                         "windows: give one")
     for seed in args.train_seeds:
         dataset = None
         for arm in args.arms:
@@ -1317,15 +1330,21 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
                 continue
             teacher = teacher or load_source_model()
             windows = windows or training_windows(train_texts, alignments.tokenizer(args.train_target), source_tok)
-            share = args.task_near_share if args.task_near_share is not None else args.teacher_text_share
+            share = next((x for x in (args.task_near_share, args.teacher_text_share, args.carved_window_share)
+                          if x is not None), None)
             if share is None:
                 dataset = dataset or Dataset.from_dict({"text": shuffled(windows, seed)})
             else:
-                near_windows = near_windows or training_windows(other_documents(args, train_texts),
-                                                                alignments.tokenizer(args.train_target), source_tok)
+                near_windows = near_windows or (
+                    carved_windows(args, alignments.tokenizer(args.train_target), source_tok)
+                    if args.carved_window_share is not None else
+                    training_windows(other_documents(args, train_texts), alignments.tokenizer(args.train_target),
+                                     source_tok))
                 dataset = dataset or Dataset.from_dict({"text": mixed_windows(windows, near_windows, share, seed)})
-            extra = {key: getattr(args, key) for key in ("task_near_share", "teacher_text_share")
+            extra = {key: getattr(args, key) for key in ("task_near_share", "teacher_text_share", "carved_window_share")
                      if getattr(args, key) is not None}
+            if args.carved_window_share is not None:
+                extra["carved_window_pool_bytes"] = args.carved_window_pool_bytes
             if args.teacher_text_share is not None:
                 extra["teacher_text_samples"] = args.teacher_text_samples
                 if args.teacher_text_start != "document":  # rows from before the option have no key
@@ -1351,6 +1370,24 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
                 rows.append(row)
 
 
+def carved_windows(args, tokenizer, source_tok) -> list:
+    """The windows `--carved-window-share` mixes in: from the training pieces of `--carved-window-pool-bytes` (the
+    same held-out documents, so none of them), as many as a run of `--train-steps` reads at that share, picked
+    greedily for the carved words they use (`tokswap.carved_windows`)."""
+    from tokswap.carved_windows import carved_word_sets, greedy_cover
+
+    heldout, pieces = split_documents(load_domain_documents(), args.domains, args.heldout_bytes,
+                                      args.carved_window_pool_bytes, args.tail_heldout_bytes)
+    assert_disjoint(heldout, pieces)
+    pool = training_windows([piece for _, _, piece in pieces], tokenizer, source_tok)
+    sets = carved_word_sets(pool, source_tok, tokenizer)
+    count = round(args.carved_window_share * args.train_steps * TRAIN_BATCH)
+    picked = greedy_cover(sets, count)
+    print(f"carved windows: {len(picked)} of {len(pool)} pool windows use "
+          f"{len(frozenset().union(*(sets[k] for k in picked)))} distinct carved words", flush=True)
+    return [pool[k] for k in picked]
+
+
 def other_documents(args, train_texts: list) -> list:
     """The documents `--task-near-share` or `--teacher-text-share` mixes into the training windows."""
     if args.task_near_share is not None:
@@ -1372,6 +1409,9 @@ def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original)
         and row_recipe(row) == run_recipe(args, arm_recovery(args, arm))
         and row.get("task_near_share") == args.task_near_share
         and row.get("teacher_text_share") == args.teacher_text_share
+        and row.get("carved_window_share") == args.carved_window_share
+        and row.get("carved_window_pool_bytes") == (args.carved_window_pool_bytes
+                                                   if args.carved_window_share is not None else None)
         and row.get("teacher_text_start", "document") == args.teacher_text_start
         and row.get("teacher_text_tokens", TEACHER_TEXT_TOKENS) == args.teacher_text_tokens
         and bool(row.get("new_word_fit")) == args.fit_new_words
@@ -1628,6 +1668,7 @@ def control_paired_table(rows: list) -> list:
         recipe = row_recipe(r)
         return (r["seed"], r["train_steps"], r["stage1_steps"], recipe["stage1_lr"], recipe["stage2_lr"],
                 r.get("task_near_share"), r.get("teacher_text_share"), r.get("teacher_text_start"),
+                r.get("carved_window_share"),
                 r.get("teacher_text_tokens"))
 
     controls = {key(r): r for r in train if r["method"] == "none"}

@@ -248,7 +248,7 @@ def carved_offset_lines(rows: list, originals: dict, cache: dict) -> list:
 
 
 # What makes a trained row a variant of its arm's recipe (a row with none of them is the recipe itself)
-VARIANT_KEYS = ("task_near_share", "teacher_text_share", "new_word_fit", "output_row_fit", "leading_piece",
+VARIANT_KEYS = ("task_near_share", "teacher_text_share", "carved_window_share", "new_word_fit", "output_row_fit", "leading_piece",
                 "merge_original", "sd_hidden_layers", "sd_rehearsal_weight")
 # a variant of the loss itself is paired with the recipe that lacks that term: these recipe keys are not compared
 LOSS_VARIANT_KEYS = {"sd_hidden_layers": ("sd_hidden_weight", "sd_hidden_layers"),

@@ -1,0 +1,66 @@
+"""Training texts picked for the words a swap takes apart: the fewest texts that use the most of them.
+
+A swap drops the source rows of whole words the target spells in pieces (`tokswap.carved_rows.carved_words`:
+SmolLM2's " evaporation" becomes Qwen2.5's " ev" + "aporation"), and the swapped model then learns each such word
+again only from text that uses it. A short training budget drawn at random from a corpus reads few of them: 800
+random windows of SmolLM2's leaderboard corpus hold about 400 of its 9,900 carved words. Picking the windows
+greedily, each the one that adds the most words not yet covered, reads several times as many from the same corpus.
+Nothing here looks at any evaluation set: the words are the vocabulary's, the texts the user's.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import List, Sequence
+
+from tokswap.carved_rows import carved_words
+
+
+def carved_word_sets(texts: Sequence[str], source_tokenizer, target_tokenizer) -> List[frozenset]:
+    """The carved words (source ids) each text uses, as the source tokenizer writes it."""
+    carved = set(carved_words(source_tokenizer, target_tokenizer).tolist())
+    if not texts:
+        return []
+    encoded = source_tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    return [frozenset(i for i in ids if i in carved) for ids in encoded]
+
+
+def greedy_cover(sets: Sequence[frozenset], count: int) -> List[int]:
+    """Indices of `count` sets picked greedily for the largest union: each pick the set adding the most elements
+    not yet covered (the first such index on a tie), then any rest in index order once nothing new is left.
+
+    Lazy evaluation: a set's gain only shrinks as the union grows, so a stale gain on top of the heap is an upper
+    bound, recomputed before it is trusted.
+    """
+    if count < 0:
+        raise ValueError(f"count must be >= 0 (got {count})")
+    heap = [(-len(s), k) for k, s in enumerate(sets)]
+    heapq.heapify(heap)
+    covered, picked = set(), []
+    while heap and len(picked) < count:
+        stale, k = heapq.heappop(heap)
+        gain = len(sets[k] - covered)
+        if gain == 0:
+            heapq.heappush(heap, (0, k))
+            break
+        if heap and (-gain, k) > heap[0]:  # another set may add more now (or as much, at a lower index)
+            heapq.heappush(heap, (-gain, k))
+            continue
+        picked.append(k)
+        covered |= sets[k]
+    if len(picked) < count:
+        chosen = set(picked)
+        picked += [k for k in range(len(sets)) if k not in chosen][: count - len(picked)]
+    return picked
+
+
+def select_carved_windows(texts: Sequence[str], source_tokenizer, target_tokenizer, count: int) -> List[int]:
+    """Indices of `count` of `texts` that together use the most distinct carved words, in the order picked.
+
+    Args:
+        texts: candidate training texts (windows of a corpus).
+        source_tokenizer: the model's original tokenizer.
+        target_tokenizer: the tokenizer it is given.
+        count: how many to pick (all of them when there are fewer).
+    """
+    return greedy_cover(carved_word_sets(texts, source_tokenizer, target_tokenizer), min(count, len(texts)))
