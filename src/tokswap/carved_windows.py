@@ -40,12 +40,11 @@ def greedy_cover(sets: Sequence[frozenset], count: int) -> List[int]:
     while heap and len(picked) < count:
         stale, k = heapq.heappop(heap)
         gain = len(sets[k] - covered)
-        if gain == 0:
-            heapq.heappush(heap, (0, k))
-            break
         if heap and (-gain, k) > heap[0]:  # another set may add more now (or as much, at a lower index)
             heapq.heappush(heap, (-gain, k))
             continue
+        if gain == 0:  # the best bound left is 0: nothing adds a word any more
+            break
         picked.append(k)
         covered |= sets[k]
     if len(picked) < count:
