@@ -44,6 +44,7 @@ FLOORS = [
         "tokswap.hub.prebuilt",
         "tokswap.default_corpus",
         "tokswap.vocab_extension",
+        "tokswap.carved_windows",
     ],
     ["tokswap.init_methods", "tokswap.surgery", "tokswap.evaluation", "tokswap.body_merge"],
     ["tokswap.new_word_fit", "tokswap.output_row_fit", "tokswap.carved_usage"],
