@@ -139,8 +139,6 @@ KNOWN_ONE_SEED: dict = {
     "models were kept and never scored on the test split; its re-run (results/rerun_trained.md) was, but a re-run is "
     "held against the published row, not added to the seeds; lifted by a published default of seed 5 scored on it",
     "The test split, seed 6 alone": "as above (RESULTS.md's sentence of the same figures)",
-    "Paired with the default, whose seed 6 alone was scored there": "the windows picked for carved words paired on ARC-Easy's test split: its two seeds were scored there, the default's seed 5 never was (as above); lifted by a published default of seed 5 scored on it",
-    "Against the default, whose seed 6 alone was scored there": "as above (RESULTS.md's sentence of the same figures)",
     "`python bench/bench_demo.py` runs the README's main command": "the demo's wall time and memory, both runs given "
     "(6.59 and 6.52 GiB); the seed named is the older run's, whose time is not comparable (code before the faster loss)",
     "Re-running the default's 200-step row of seed 5": "a re-run of one published seed held against that seed's own "
