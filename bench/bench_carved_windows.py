@@ -8,15 +8,18 @@ without training: distinct carved words, how many of the carved words in the sco
 validation questions and 1,000 PIQA questions they hold (`bench_zero_shot_new_tokens`), and the questions all of
 whose carved words they hold; against them, as many windows drawn at random from the leaderboard's corpus, in the
 order each of `--seeds` shuffles them (not a run's own batches, whose order the trainer's sampler sets; mean and
-standard deviation over the seeds, then each seed's value). Also: the picked windows' domains.
+standard deviation over the seeds, then each seed's value). Also: the picked windows' domains. With `--balance`
+(the run's `--carved-window-balance`), the picks keep the corpus's domain mix.
 
     python bench/bench_carved_windows.py --seeds 5 6 > bench/results/carved_windows.md
+    python bench/bench_carved_windows.py --seeds 5 6 --share 1 --balance > bench/results/carved_windows_balanced.md
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import statistics
 import sys
 from pathlib import Path
@@ -46,6 +49,7 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[5, 6], help="window orders, one count per seed")
     parser.add_argument("--train-steps", type=int, default=200, help="the leaderboard run's")
     parser.add_argument("--share", type=float, default=0.5, help="the run's --carved-window-share")
+    parser.add_argument("--balance", action="store_true", help="the run's --carved-window-balance")
     parser.add_argument("--pool-bytes", type=int, default=8_000_000, help="the run's --carved-window-pool-bytes")
     parser.add_argument("--heldout-bytes", type=int, default=4000, help="the leaderboard run's")
     parser.add_argument("--corpus-bytes", type=int, default=2_000_000, help="the leaderboard run's")
@@ -61,15 +65,23 @@ def main() -> int:
     windows = lb.training_windows([piece for _, _, piece in pieces], target_tok, source_tok)
     _, pool_pieces = lb.split_documents(docs, list(lb.DOMAINS), args.heldout_bytes, args.pool_bytes)
     pool, pool_domains = domain_windows(pool_pieces, target_tok, source_tok)
-    pool_sets = carved_word_sets(pool, source_tok, target_tok)
     count = round(args.share * args.train_steps * lb.TRAIN_BATCH)
-    picked = greedy_cover(pool_sets, count)
     # the same windows the leaderboard run mixes in
-    run_args = argparse.Namespace(domains=list(lb.DOMAINS), heldout_bytes=args.heldout_bytes, tail_heldout_bytes=0,
-                                  carved_window_pool_bytes=args.pool_bytes, carved_window_share=args.share,
-                                  train_steps=args.train_steps)
-    assert [pool[k] for k in picked] == lb.carved_windows(run_args, target_tok, source_tok)
-    picked_words = frozenset().union(*(pool_sets[k] for k in picked))
+    run_args = argparse.Namespace(
+        domains=list(lb.DOMAINS),
+        heldout_bytes=args.heldout_bytes,
+        tail_heldout_bytes=0,
+        carved_window_pool_bytes=args.pool_bytes,
+        carved_window_share=args.share,
+        train_steps=args.train_steps,
+        carved_window_balance=args.balance,
+        corpus_bytes=args.corpus_bytes,
+    )
+    with contextlib.redirect_stdout(sys.stderr):  # its log line is not part of the table
+        picked_texts = lb.carved_windows(run_args, target_tok, source_tok)
+    if not args.balance:  # the plain pick is one greedy cover of the whole pool
+        assert picked_texts == [pool[k] for k in greedy_cover(carved_word_sets(pool, source_tok, target_tok), count)]
+    picked_words = frozenset().union(*carved_word_sets(picked_texts, source_tok, target_tok))
 
     target_bytes = set(token_bytes(target_tok))
     tasks = {}
@@ -99,29 +111,50 @@ def main() -> int:
     arc_q = sum(1 for s in tasks["arc_easy"] if s)
     piqa_q = sum(1 for s in tasks["piqa"] if s)
     print("# Carved words a run reads: windows picked for them against windows drawn at random\n")
-    print(f"Leaderboard corpus: {len(windows):,} windows ({args.corpus_bytes:,} B of training pieces); pool: "
-          f"{len(pool):,} windows ({args.pool_bytes:,} B of training pieces, the same held-out documents). "
-          f"{count} windows picked for carved words; a run reads {total} windows "
-          f"({args.train_steps} steps x {lb.TRAIN_BATCH}).\n")
-    header = ("| windows | distinct carved words | of ARC-Easy's {} in choices | ARC-Easy questions with all "
-              "their carved words (of {}) | of PIQA's {} in choices | PIQA questions with all (of {}) |")
+    print(
+        f"Leaderboard corpus: {len(windows):,} windows ({args.corpus_bytes:,} B of training pieces); pool: "
+        f"{len(pool):,} windows ({args.pool_bytes:,} B of training pieces, the same held-out documents). "
+        f"{count} windows picked for carved words; a run reads {total} windows "
+        f"({args.train_steps} steps x {lb.TRAIN_BATCH}).\n"
+    )
+    header = (
+        "| windows | distinct carved words | of ARC-Easy's {} in choices | ARC-Easy questions with all "
+        "their carved words (of {}) | of PIQA's {} in choices | PIQA questions with all (of {}) |"
+    )
     print(header.format(arc_words, arc_q, piqa_words, piqa_q))
     print("|---|---:|---:|---:|---:|---:|")
     seeds = ", ".join(str(s) for s in args.seeds)
-    print(f"| {total} drawn at random (seeds {seeds}) | "
-          + " | ".join(cell([c[i] for c in random_counts]) for i in range(5)) + " |")
-    print(f"| {count} picked + {total - count} drawn at random (seeds {seeds}) | "
-          + " | ".join(cell([c[i] for c in mixed_counts]) for i in range(5)) + " |")
-    print(f"| {count} picked alone | " + " | ".join(str(v) for v in counts(picked_words)) + " |")
-    shares = collections.Counter(pool_domains[k] for k in picked)
+    print(
+        f"| {total} drawn at random (seeds {seeds}) | "
+        + " | ".join(cell([c[i] for c in random_counts]) for i in range(5))
+        + " |"
+    )
+    if count < total:
+        print(
+            f"| {count} picked + {total - count} drawn at random (seeds {seeds}) | "
+            + " | ".join(cell([c[i] for c in mixed_counts]) for i in range(5))
+            + " |"
+        )
+    print(
+        f"| {count} picked{' in the corpus domain mix' if args.balance else ''} alone | "
+        + " | ".join(str(v) for v in counts(picked_words))
+        + " |"
+    )
+    domain_of = dict(zip(pool, pool_domains))
+    shares = collections.Counter(domain_of[text] for text in picked_texts)
     pool_shares = collections.Counter(pool_domains)
-    print("\nDomains of the picked windows (and of the pool):\n")
-    print("| domain | picked | pool |")
-    print("|---|---:|---:|")
+    print("\nDomains of the picked windows (and of the pool and the leaderboard corpus, in windows):\n")
+    corpus_shares = collections.Counter(domain_windows(pieces, target_tok, source_tok)[1])
+    print("| domain | picked | pool | leaderboard corpus |")
+    print("|---|---:|---:|---:|")
     for domain in lb.DOMAINS:
-        print(f"| {domain} | {shares.get(domain, 0)} | {pool_shares.get(domain, 0):,} |")
+        print(
+            f"| {domain} | {shares.get(domain, 0)} | {pool_shares.get(domain, 0):,} | "
+            f"{corpus_shares.get(domain, 0):,} |"
+        )
     print("\nCommand:\n")
-    print("    python bench/bench_carved_windows.py " + " ".join(sys.argv[1:]) + " > bench/results/carved_windows.md")
+    name = "carved_windows_balanced.md" if args.balance else "carved_windows.md"
+    print("    python bench/bench_carved_windows.py " + " ".join(sys.argv[1:]) + f" > bench/results/{name}")
     return 0
 
 

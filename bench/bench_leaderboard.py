@@ -166,6 +166,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "as the run reads at that share (tokswap.carved_windows); the rest from the corpus")
     parser.add_argument("--carved-window-pool-bytes", type=int, default=8_000_000,
                         help="with --carved-window-share: bytes of training pieces the picked windows come from")
+    parser.add_argument("--carved-window-balance", action="store_true",
+                        help="with --carved-window-share: pick within each domain, as many as the domain's share of "
+                             "the corpus's windows, so the run reads the corpus's domain mix (a share of 1 is allowed)")
     parser.add_argument("--teacher-text-share", type=float, default=None,
                         help="train on this share of windows of text the original model writes (teacher_text_documents: "
                              "sampled from the start of a document, cached in --teacher-text-cache); the rest from "
@@ -253,6 +256,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--leading-piece-outputs acts on a swap: not with arm unswapped_ce")
     if args.fit_output_seed and (not args.fit_output_rows or args.train or args.train_only):
         parser.error("--fit-output-seed goes with --fit-output-rows, in phase after_swap")
+    if args.carved_window_balance and args.carved_window_share is None:
+        parser.error("--carved-window-balance goes with --carved-window-share")
+    if args.carved_window_share is not None and not 0 < args.carved_window_share <= 1:
+        parser.error("--carved-window-share is a share: above 0, at most 1")
     if args.fit_output_transfer and not args.fit_output_rows:
         parser.error("--fit-output-transfer goes with --fit-output-rows")
     if "unswapped_ce" in args.arms and (args.fit_new_words or args.fit_output_rows or args.merge_original):
@@ -432,6 +439,8 @@ def task_near_documents() -> list:
 def mixed_windows(windows: list, near_windows: list, share: float, seed: int) -> list:
     """`windows` plus enough of `near_windows` (shuffled) to make `share` of the result, all shuffled together. When
     `near_windows` are too few for that, only as many of `windows` (shuffled) are kept as keep the share."""
+    if share >= 1:  # only the picked windows
+        return shuffled(near_windows, seed)
     wanted = round(share / (1 - share) * len(windows))
     if wanted > len(near_windows):
         windows = shuffled(windows, seed)[: round((1 - share) / share * len(near_windows))]
@@ -995,6 +1004,7 @@ def keep_model(model, tokenizer, args, arm: str, seed: int):
     tag = f"-{init}" if ARMS[arm][0] is None and init != default_init_method() else ""  # --default-init
     if args.carved_window_share is not None:
         tag += f"-carved-windows{100 * args.carved_window_share:g}"
+        tag += "-balanced" if args.carved_window_balance else ""
     if args.teacher_text_share is not None:  # another text mixture is another model: never overwrite the plain one
         tag += f"-{args.teacher_text_start}-text{100 * args.teacher_text_share:g}"
         tag += f"-{args.teacher_text_tokens}tok" if args.teacher_text_tokens != TEACHER_TEXT_TOKENS else ""
@@ -1260,6 +1270,7 @@ def arm_label(row: dict) -> str:
     if row.get("carved_window_share") is not None:
         extra += (f", {100 * row['carved_window_share']:g}% windows picked for carved words from "
                   f"{row['carved_window_pool_bytes'] / 1e6:g} MB")
+        extra += " in the corpus's domain mix" if row.get("carved_window_balance") else ""
     if row.get("teacher_text_share") is not None:
         extra += f", {100 * row['teacher_text_share']:g}% text the original model wrote"
         extra += {"carved": " from carved words", "corpus": " from the corpus's carved words"}.get(
@@ -1345,6 +1356,8 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
                      if getattr(args, key) is not None}
             if args.carved_window_share is not None:
                 extra["carved_window_pool_bytes"] = args.carved_window_pool_bytes
+                if args.carved_window_balance:  # rows from before the option have no key
+                    extra["carved_window_balance"] = True
             if args.teacher_text_share is not None:
                 extra["teacher_text_samples"] = args.teacher_text_samples
                 if args.teacher_text_start != "document":  # rows from before the option have no key
@@ -1373,19 +1386,48 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
 def carved_windows(args, tokenizer, source_tok) -> list:
     """The windows `--carved-window-share` mixes in: from the training pieces of `--carved-window-pool-bytes` (the
     same held-out documents, so none of them), as many as a run of `--train-steps` reads at that share, picked
-    greedily for the carved words they use (`tokswap.carved_windows`)."""
+    greedily for the carved words they use (`tokswap.carved_windows`). With `--carved-window-balance`, picked within
+    each domain, as many as the domain's share of the corpus's windows (`balanced_counts`)."""
     from tokswap.carved_windows import carved_word_sets, greedy_cover
 
-    heldout, pieces = split_documents(load_domain_documents(), args.domains, args.heldout_bytes,
-                                      args.carved_window_pool_bytes, args.tail_heldout_bytes)
+    docs = load_domain_documents()
+    heldout, pieces = split_documents(docs, args.domains, args.heldout_bytes, args.carved_window_pool_bytes,
+                                      args.tail_heldout_bytes)
     assert_disjoint(heldout, pieces)
-    pool = training_windows([piece for _, _, piece in pieces], tokenizer, source_tok)
-    sets = carved_word_sets(pool, source_tok, tokenizer)
     count = round(args.carved_window_share * args.train_steps * TRAIN_BATCH)
-    picked = greedy_cover(sets, count)
-    print(f"carved windows: {len(picked)} of {len(pool)} pool windows use "
-          f"{len(frozenset().union(*(sets[k] for k in picked)))} distinct carved words", flush=True)
-    return [pool[k] for k in picked]
+    if args.carved_window_balance:
+        _, corpus = split_documents(docs, args.domains, args.heldout_bytes, args.corpus_bytes, args.tail_heldout_bytes)
+        counts = balanced_counts(domain_window_counts(corpus, tokenizer, source_tok), count)
+    else:
+        counts = {None: count}
+    pool, picked_words = [], frozenset()
+    for domain, wanted in counts.items():
+        windows = training_windows([piece for d, _, piece in pieces if domain in (None, d)], tokenizer, source_tok)
+        sets = carved_word_sets(windows, source_tok, tokenizer)
+        picked = greedy_cover(sets, min(wanted, len(windows)))
+        pool += [windows[k] for k in picked]
+        picked_words = picked_words.union(*(sets[k] for k in picked))
+    print(f"carved windows: {len(pool)} pool windows{' in the corpus domain mix' if None not in counts else ''} "
+          f"use {len(picked_words)} distinct carved words", flush=True)
+    return pool
+
+
+def domain_window_counts(pieces: list, tokenizer, source_tok) -> dict:
+    """{domain: how many training windows its pieces make}, in the pieces' domain order."""
+    return {domain: len(training_windows([p for d, _, p in pieces if d == domain], tokenizer, source_tok))
+            for domain in dict.fromkeys(d for d, _, _ in pieces)}
+
+
+def balanced_counts(window_counts: dict, total: int) -> dict:
+    """`total` split over the domains in proportion to `window_counts` (largest remainders; ties to the earlier
+    domain), so the parts sum to `total` exactly."""
+    whole = sum(window_counts.values())
+    exact = {d: total * n / whole for d, n in window_counts.items()}
+    counts = {d: int(x) for d, x in exact.items()}
+    order = sorted(exact, key=lambda d: (-(exact[d] - counts[d]), list(exact).index(d)))
+    for d in order[: total - sum(counts.values())]:
+        counts[d] += 1
+    return counts
 
 
 def other_documents(args, train_texts: list) -> list:
@@ -1412,6 +1454,7 @@ def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original)
         and row.get("carved_window_share") == args.carved_window_share
         and row.get("carved_window_pool_bytes") == (args.carved_window_pool_bytes
                                                    if args.carved_window_share is not None else None)
+        and row.get("carved_window_balance", False) == args.carved_window_balance
         and row.get("teacher_text_start", "document") == args.teacher_text_start
         and row.get("teacher_text_tokens", TEACHER_TEXT_TOKENS) == args.teacher_text_tokens
         and bool(row.get("new_word_fit")) == args.fit_new_words
@@ -1668,7 +1711,7 @@ def control_paired_table(rows: list) -> list:
         recipe = row_recipe(r)
         return (r["seed"], r["train_steps"], r["stage1_steps"], recipe["stage1_lr"], recipe["stage2_lr"],
                 r.get("task_near_share"), r.get("teacher_text_share"), r.get("teacher_text_start"),
-                r.get("carved_window_share"),
+                r.get("carved_window_share"), r.get("carved_window_balance"),
                 r.get("teacher_text_tokens"))
 
     controls = {key(r): r for r in train if r["method"] == "none"}
