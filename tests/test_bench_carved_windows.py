@@ -32,9 +32,10 @@ def test_balanced_pick_keeps_the_corpus_domain_mix_on_real_text(lb):
     from tokswap.loading import load_tokenizer
 
     source, target = load_tokenizer(lb.SOURCE_TOKENIZER), lb.load_target_tokenizer("qwen2.5")
-    args = lb.parse_args(["--carved-window-share", "1", "--carved-window-balance", "--domains", "en", "de",
-                          "--heldout-bytes", "2000", "--corpus-bytes", "60000", "--carved-window-pool-bytes", "200000",
-                          "--train-steps", "10", "--stage1-steps", "2"])
+    args = lb.parse_args(
+        "--carved-window-share 1 --carved-window-balance --domains en de --heldout-bytes 2000 --corpus-bytes 60000 "
+        "--carved-window-pool-bytes 200000 --train-steps 10 --stage1-steps 2".split()
+    )
     picked = lb.carved_windows(args, target, source)
     docs = lb.load_domain_documents()
     heldout, corpus = lb.split_documents(docs, ["en", "de"], 2000, 60000)
