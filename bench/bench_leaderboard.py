@@ -1387,8 +1387,8 @@ def carved_windows(args, tokenizer, source_tok) -> list:
     """The windows `--carved-window-share` mixes in: from the training pieces of `--carved-window-pool-bytes` (the
     same held-out documents, so none of them), as many as a run of `--train-steps` reads at that share, picked
     greedily for the carved words they use (`tokswap.carved_windows`). With `--carved-window-balance`, picked within
-    each domain, as many as the domain's share of the corpus's windows (`balanced_counts`)."""
-    from tokswap.carved_windows import carved_word_sets, greedy_cover
+    each domain, as many as the domain's share of the corpus's windows (`proportional_counts`)."""
+    from tokswap.carved_windows import carved_word_sets, greedy_cover, proportional_counts
 
     docs = load_domain_documents()
     heldout, pieces = split_documents(docs, args.domains, args.heldout_bytes, args.carved_window_pool_bytes,
@@ -1397,7 +1397,7 @@ def carved_windows(args, tokenizer, source_tok) -> list:
     count = round(args.carved_window_share * args.train_steps * TRAIN_BATCH)
     if args.carved_window_balance:
         _, corpus = split_documents(docs, args.domains, args.heldout_bytes, args.corpus_bytes, args.tail_heldout_bytes)
-        counts = balanced_counts(domain_window_counts(corpus, tokenizer, source_tok), count)
+        counts = proportional_counts(domain_window_counts(corpus, tokenizer, source_tok), count)
     else:
         counts = {None: count}
     pool, picked_words = [], frozenset()
@@ -1416,18 +1416,6 @@ def domain_window_counts(pieces: list, tokenizer, source_tok) -> dict:
     """{domain: how many training windows its pieces make}, in the pieces' domain order."""
     return {domain: len(training_windows([p for d, _, p in pieces if d == domain], tokenizer, source_tok))
             for domain in dict.fromkeys(d for d, _, _ in pieces)}
-
-
-def balanced_counts(window_counts: dict, total: int) -> dict:
-    """`total` split over the domains in proportion to `window_counts` (largest remainders; ties to the earlier
-    domain), so the parts sum to `total` exactly."""
-    whole = sum(window_counts.values())
-    exact = {d: total * n / whole for d, n in window_counts.items()}
-    counts = {d: int(x) for d, x in exact.items()}
-    order = sorted(exact, key=lambda d: (-(exact[d] - counts[d]), list(exact).index(d)))
-    for d in order[: total - sum(counts.values())]:
-        counts[d] += 1
-    return counts
 
 
 def other_documents(args, train_texts: list) -> list:

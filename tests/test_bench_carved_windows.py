@@ -3,14 +3,6 @@
 import pytest
 
 
-def test_balanced_counts_split_the_total_in_proportion_and_sum_to_it(lb):
-    counts = lb.balanced_counts({"en": 635, "code": 564, "math": 969}, 800)
-    assert sum(counts.values()) == 800
-    assert counts == {"en": 234, "code": 208, "math": 358}  # 234.3, 208.1, 357.6: the largest remainder rounds up
-    assert lb.balanced_counts({"a": 1, "b": 1, "c": 1}, 2) == {"a": 1, "b": 1, "c": 0}  # ties to the earlier
-    assert lb.balanced_counts({"a": 3, "b": 1}, 0) == {"a": 0, "b": 0}
-
-
 def test_a_share_of_one_trains_on_the_picked_windows_alone(lb):
     corpus, picked = [f"c{i}" for i in range(100)], [f"n{i}" for i in range(40)]
     mixed = lb.mixed_windows(corpus, picked, 1.0, seed=3)
@@ -29,6 +21,7 @@ def test_balance_needs_a_share_at_most_one(lb):
 def test_balanced_pick_keeps_the_corpus_domain_mix_on_real_text(lb):
     """On real documents and the real SmolLM2 / Qwen2.5 pair: each domain gets its share of the picks, and every pick
     comes from that domain's training pieces, none from a held-out document."""
+    from tokswap.carved_windows import proportional_counts
     from tokswap.loading import load_tokenizer
 
     source, target = load_tokenizer(lb.SOURCE_TOKENIZER), lb.load_target_tokenizer("qwen2.5")
@@ -39,7 +32,7 @@ def test_balanced_pick_keeps_the_corpus_domain_mix_on_real_text(lb):
     picked = lb.carved_windows(args, target, source)
     docs = lb.load_domain_documents()
     heldout, corpus = lb.split_documents(docs, ["en", "de"], 2000, 60000)
-    wanted = lb.balanced_counts(lb.domain_window_counts(corpus, target, source), 40)
+    wanted = proportional_counts(lb.domain_window_counts(corpus, target, source), 40)
     _, pool = lb.split_documents(docs, ["en", "de"], 2000, 200000)
     by_domain = {d: set(lb.training_windows([p for dd, _, p in pool if dd == d], target, source)) for d in wanted}
     assert len(picked) == 40

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from tokswap.carved_windows import carved_word_sets, greedy_cover, select_carved_windows
+from tokswap.carved_windows import carved_word_sets, greedy_cover, proportional_counts, select_carved_windows
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +81,25 @@ def test_select_carved_windows_prefers_the_text_with_more_new_words(pair):
     picked = select_carved_windows(texts, smollm2, qwen, 2)
     assert picked[0] == 2
     assert select_carved_windows(texts, smollm2, qwen, 10) == picked + [k for k in range(3) if k not in picked]
+
+
+def test_proportional_counts_split_the_total_in_proportion_and_sum_to_it():
+    counts = proportional_counts({"en": 635, "code": 564, "math": 969}, 800)
+    assert counts == {"en": 234, "code": 208, "math": 358}  # 234.3, 208.1, 357.6: the largest remainder rounds up
+    assert sum(counts.values()) == 800
+    assert proportional_counts({"a": 1, "b": 1, "c": 1}, 2) == {"a": 1, "b": 1, "c": 0}  # ties to the earlier
+    assert proportional_counts({"a": 3, "b": 1}, 0) == {"a": 0, "b": 0}
+    with pytest.raises(ValueError, match="total"):
+        proportional_counts({"a": 0}, 3)
+
+
+def test_select_carved_windows_keeps_the_groups_mix(pair):
+    source, target = pair
+    carved = " evaporation"  # SmolLM2 has it whole, Qwen2.5 in pieces (the test above)
+    texts = ["The cat sat.", f"Water and{carved}.", "Der Hund.", f"Die{carved} und", "Ein Tag.", "Noch ein Tag."]
+    groups = ["en", "en", "de", "de", "de", "de"]
+    picked = select_carved_windows(texts, source, target, 3, groups=groups)
+    assert [groups[k] for k in picked] == ["en", "de", "de"]  # 2 of 6 texts are English: 1 of 3 picks
+    assert picked[:2] == [1, 3]  # within each group, the text with the carved word first
+    with pytest.raises(ValueError, match="one per text"):
+        select_carved_windows(texts, source, target, 3, groups=groups[:-1])

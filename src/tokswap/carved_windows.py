@@ -5,13 +5,14 @@ SmolLM2's " evaporation" becomes Qwen2.5's " ev" + "aporation"), and the swapped
 again only from text that uses it. A short training budget drawn at random from a corpus reads few of them: 800
 random windows of SmolLM2's leaderboard corpus hold about 400 of its 9,900 carved words. Picking the windows
 greedily, each the one that adds the most words not yet covered, reads several times as many from the same corpus.
-Nothing here looks at any evaluation set: the words are the vocabulary's, the texts the user's.
+Nothing here looks at any evaluation set: the words are the vocabulary's, the texts the user's. Text of several
+domains or languages can keep its mix: with `groups`, the picks are made within each group, in proportion to its size.
 """
 
 from __future__ import annotations
 
 import heapq
-from typing import List, Sequence
+from typing import Dict, Hashable, List, Mapping, Optional, Sequence
 
 from tokswap.carved_rows import carved_words
 
@@ -53,7 +54,24 @@ def greedy_cover(sets: Sequence[frozenset], count: int) -> List[int]:
     return picked
 
 
-def select_carved_windows(texts: Sequence[str], source_tokenizer, target_tokenizer, count: int) -> List[int]:
+def proportional_counts(sizes: Mapping[Hashable, int], total: int) -> Dict[Hashable, int]:
+    """`total` split over the keys of `sizes` in proportion to them, summing to `total` exactly: each key gets the
+    whole part of its share, and the largest remainders one more (the earlier key on a tie)."""
+    whole = sum(sizes.values())
+    if total < 0 or whole <= 0:
+        raise ValueError(f"need total >= 0 and sizes summing above 0 (got total {total}, sizes {dict(sizes)})")
+    exact = {key: total * size / whole for key, size in sizes.items()}
+    counts = {key: int(x) for key, x in exact.items()}
+    position = {key: k for k, key in enumerate(exact)}
+    by_remainder = sorted(exact, key=lambda key: (counts[key] - exact[key], position[key]))
+    for key in by_remainder[: total - sum(counts.values())]:
+        counts[key] += 1
+    return counts
+
+
+def select_carved_windows(
+    texts: Sequence[str], source_tokenizer, target_tokenizer, count: int, groups: Optional[Sequence[Hashable]] = None
+) -> List[int]:
     """Indices of `count` of `texts` that together use the most distinct carved words, in the order picked.
 
     Args:
@@ -61,5 +79,21 @@ def select_carved_windows(texts: Sequence[str], source_tokenizer, target_tokeniz
         source_tokenizer: the model's original tokenizer.
         target_tokenizer: the tokenizer it is given.
         count: how many to pick (all of them when there are fewer).
+        groups: optional label of each text (its domain or language). When given, each group gets its share of
+            `count` in proportion to how many texts it has (`proportional_counts`), picked within the group, so
+            the picks keep the texts' mix; the indices come group by group, in the order groups first appear.
     """
-    return greedy_cover(carved_word_sets(texts, source_tokenizer, target_tokenizer), min(count, len(texts)))
+    count = min(count, len(texts))
+    sets = carved_word_sets(texts, source_tokenizer, target_tokenizer)
+    if groups is None:
+        return greedy_cover(sets, count)
+    if len(groups) != len(texts):
+        raise ValueError(f"groups has {len(groups)} labels for {len(texts)} texts: give one per text")
+    members: Dict[Hashable, List[int]] = {}
+    for k, group in enumerate(groups):
+        members.setdefault(group, []).append(k)
+    wanted = proportional_counts({group: len(ks) for group, ks in members.items()}, count)
+    picked = []
+    for group, ks in members.items():
+        picked += [ks[j] for j in greedy_cover([sets[k] for k in ks], wanted[group])]
+    return picked
