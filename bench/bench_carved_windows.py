@@ -67,15 +67,10 @@ def main() -> int:
     pool, pool_domains = domain_windows(pool_pieces, target_tok, source_tok)
     count = round(args.share * args.train_steps * lb.TRAIN_BATCH)
     # the same windows the leaderboard run mixes in
-    run_args = argparse.Namespace(
-        domains=list(lb.DOMAINS),
-        heldout_bytes=args.heldout_bytes,
-        tail_heldout_bytes=0,
-        carved_window_pool_bytes=args.pool_bytes,
-        carved_window_share=args.share,
-        train_steps=args.train_steps,
-        carved_window_balance=args.balance,
-        corpus_bytes=args.corpus_bytes,
+    run_args = lb.parse_args(
+        f"--heldout-bytes {args.heldout_bytes} --corpus-bytes {args.corpus_bytes} --train-steps {args.train_steps} "
+        f"--stage1-steps 0 --carved-window-share {args.share} --carved-window-pool-bytes {args.pool_bytes}".split()
+        + ["--carved-window-balance"] * args.balance
     )
     with contextlib.redirect_stdout(sys.stderr):  # its log line is not part of the table
         picked_texts = lb.carved_windows(run_args, target_tok, source_tok)
