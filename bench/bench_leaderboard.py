@@ -138,6 +138,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="peak learning rate of stage 2 (default: VocabAdaptationConfig's)")
     parser.add_argument("--stage1-frozen-rows", default=None, choices=["none", "copied"],
                         help="stage 1 keeps the copied rows fixed (default: VocabAdaptationConfig's)")
+    parser.add_argument("--stage2", default=None, choices=["full", "lora"], dest="stage2_mode",
+                        help="stage 2 trains every parameter or LoRA adapters plus the full embeddings "
+                             "(default: VocabAdaptationConfig's, full)")
+    parser.add_argument("--lora-r", type=int, default=None,
+                        help="with --stage2 lora: the adapters' rank (default: VocabAdaptationConfig's)")
     parser.add_argument("--sparse-embedding-updates", action="store_const", const=True, default=None,
                         help="a row of the embeddings / head learns only from batches holding its token")
     for part, what in (("ce", "cross-entropy"), ("likelihood", "chunk likelihoods"), ("hidden", "hidden states"),
@@ -258,6 +263,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--fit-output-seed goes with --fit-output-rows, in phase after_swap")
     if args.carved_window_balance and args.carved_window_share is None:
         parser.error("--carved-window-balance goes with --carved-window-share")
+    if args.lora_r is not None and args.stage2_mode != "lora":
+        parser.error("--lora-r goes with --stage2 lora")
+    if args.stage2_mode == "full":
+        args.stage2_mode = None  # the library's default: rows name only what they override
     if args.carved_window_share is not None and not 0 < args.carved_window_share <= 1:
         parser.error("--carved-window-share is a share: above 0, at most 1")
     if args.fit_output_transfer and not args.fit_output_rows:
@@ -271,6 +280,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.stage1_lr = VocabAdaptationConfig.stage1_learning_rate
     if args.stage2_lr is None:
         args.stage2_lr = VocabAdaptationConfig.stage2_learning_rate
+    if args.stage2_mode == "lora" and args.lora_r is None:
+        args.lora_r = VocabAdaptationConfig.lora_r  # recorded, like the learning rates
     return args
 
 
@@ -1000,6 +1011,15 @@ def keep_model(model, tokenizer, args, arm: str, seed: int):
         return None
     from tokswap.utils.io import atomic_output_dir
 
+    name = kept_name(args, arm, seed)
+    with atomic_output_dir(Path(args.keep_models) / name, in_cache=True) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    return name
+
+
+def kept_name(args, arm: str, seed: int) -> str:
+    """The kept model's folder name: target, arm, every setting that makes it another model, seed and steps."""
     init = ARMS[arm][0] or args.default_init or default_init_method()
     tag = f"-{init}" if ARMS[arm][0] is None and init != default_init_method() else ""  # --default-init
     if args.carved_window_share is not None:
@@ -1011,11 +1031,9 @@ def keep_model(model, tokenizer, args, arm: str, seed: int):
     if args.task_near_share is not None:
         tag += f"-task-near{100 * args.task_near_share:g}"
     tag += sd_weights_tag(args)
-    name = f"{args.train_target}-{arm}{tag}-seed{seed}-{args.train_steps}steps"
-    with atomic_output_dir(Path(args.keep_models) / name, in_cache=True) as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-    return name
+    if args.stage2_mode == "lora":  # adapters merged: another model, never saved over the full-stage-2 one
+        tag += f"-lora{args.lora_r}"
+    return f"{args.train_target}-{arm}{tag}-seed{seed}-{args.train_steps}steps"
 
 
 def sd_weights_tag(args) -> str:
@@ -1219,7 +1237,8 @@ RECIPE_FIELDS = {"stage1_lr": "stage1_learning_rate", "stage2_lr": "stage2_learn
                  "sd_rehearsal_whole_words": "self_distill_rehearsal_whole_words",
                  "sd_rehearsal_words": "self_distill_rehearsal_words",
                  "sd_rehearsal_min_prob": "self_distill_rehearsal_min_prob",
-                 "sparse_embedding_updates": "sparse_embedding_updates"}
+                 "sparse_embedding_updates": "sparse_embedding_updates",
+                 "stage2_mode": "stage2", "lora_r": "lora_r"}
 
 
 def recipe_overrides(source) -> dict:
@@ -1228,6 +1247,8 @@ def recipe_overrides(source) -> dict:
     return {key: get(key) for key in RECIPE_FIELDS if get(key) is not None}
 
 
+# LoRA rank of the first LoRA rows, written before rows recorded it (the library's default of the time)
+UNRECORDED_LORA_R = 64
 # learning rates of rows written before rows recorded them (the library's defaults of the time)
 UNRECORDED_LRS = {"stage1_lr": 6.4e-4, "stage2_lr": 5e-5}
 SD_WEIGHT_KEYS = ("sd_ce_weight", "sd_likelihood_weight", "sd_hidden_weight", "sd_prediction_weight",
@@ -1241,6 +1262,8 @@ UNRECORDED_SD_WEIGHTS = {"sd_ce_weight": 1.0, "sd_likelihood_weight": 1.0, "sd_h
 def row_recipe(row: dict) -> dict:
     """The recipe settings a row ran with, the unrecorded defaults of its time filled in."""
     unrecorded = {**UNRECORDED_LRS, **(UNRECORDED_SD_WEIGHTS if row.get("recovery") == "self_distill" else {})}
+    if row.get("stage2_mode") == "lora":
+        unrecorded["lora_r"] = UNRECORDED_LORA_R
     return {**unrecorded, **recipe_overrides(row)}
 
 
@@ -1263,6 +1286,8 @@ def arm_label(row: dict) -> str:
         *weights, split = [recipe.pop(key) for key in SD_WEIGHT_KEYS]
         extra += ", sd weights ce {:g} / likelihood {:g} / hidden {:g} / prediction {:g}".format(*weights)
         extra += f" / split {split:g}" if split else ""  # named only where it ran: it came after most rows
+    if recipe.pop("stage2_mode", None) == "lora":
+        extra += f", stage 2 LoRA rank {recipe.pop('lora_r')}"
     extra += "".join(f", {key} {value}" if value is not True else f", {key.replace('_', ' ')}"
                      for key, value in recipe.items())
     if row.get("task_near_share") is not None:
