@@ -249,9 +249,11 @@ def carved_offset_lines(rows: list, originals: dict, cache: dict) -> list:
 
 # What makes a trained row a variant of its arm's recipe (a row with none of them is the recipe itself)
 VARIANT_KEYS = ("task_near_share", "teacher_text_share", "carved_window_share", "new_word_fit", "output_row_fit", "leading_piece",
-                "merge_original", "sd_hidden_layers", "sd_rehearsal_weight")
-# a variant of the loss itself is paired with the recipe that lacks that term: these recipe keys are not compared
-LOSS_VARIANT_KEYS = {"sd_hidden_layers": ("sd_hidden_weight", "sd_hidden_layers"),
+                "merge_original", "sd_hidden_layers", "sd_rehearsal_weight", "stage2_mode")
+# a variant of the loss itself (or of what stage 2 trains) is paired with the recipe that lacks it: these recipe keys
+# are not compared
+LOSS_VARIANT_KEYS = {"stage2_mode": ("stage2_mode", "lora_r"),
+                     "sd_hidden_layers": ("sd_hidden_weight", "sd_hidden_layers"),
                      "sd_rehearsal_weight": ("sd_rehearsal_weight", "sd_rehearsal_whole_words", "sd_rehearsal_words",
                                              "sd_rehearsal_min_prob")}
 

@@ -44,3 +44,35 @@ def test_the_label_names_the_lora_stage(lb):
 def test_a_row_without_its_rank_ran_the_rank_of_its_time(lb):
     row = {"arm": "default", "recovery": lb.default_recovery(), "train_steps": 200, "stage1_steps": 40}
     assert "stage 2 LoRA rank 64" in lb.arm_label({**row, "stage2_mode": "lora"})
+
+
+def test_a_lora_row_pairs_with_the_full_stage_2_row_of_its_seed():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "bench_zero_shot_new_tokens", bench / "bench_zero_shot_new_tokens.py"
+        )
+        zs = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(zs)
+    finally:
+        sys.path.remove(str(bench))
+    common = {
+        "phase": "train",
+        "arm": "default",
+        "target": "qwen2.5",
+        "train_steps": 200,
+        "stage1_steps": 40,
+        "recovery": "self_distill",
+        "method": zs.lb.default_init_method(),
+        "stage1_lr": 6.4e-4,
+        "stage2_lr": 2e-4,
+    }
+    full = [{**common, "seed": seed} for seed in (5, 6)]
+    lora = {**common, "seed": 6, "stage2_mode": "lora", "lora_r": 64}
+    assert zs.is_plain(full[0]) and not zs.is_plain(lora)
+    assert zs.plain_reference(full + [lora], lora) is full[1]
