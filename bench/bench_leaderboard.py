@@ -174,6 +174,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--carved-window-balance", action="store_true",
                         help="with --carved-window-share: pick within each domain, as many as the domain's share of "
                              "the corpus's windows, so the run reads the corpus's domain mix (a share of 1 is allowed)")
+    parser.add_argument("--carved-window-domains", nargs="+", default=None, choices=DOMAINS,
+                        help="with --carved-window-balance: pick only in these domains; the others get their share "
+                             "as windows drawn at random (seed 0) from the corpus's own, as the default reads them")
     parser.add_argument("--teacher-text-share", type=float, default=None,
                         help="train on this share of windows of text the original model writes (teacher_text_documents: "
                              "sampled from the start of a document, cached in --teacher-text-cache); the rest from "
@@ -263,6 +266,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--fit-output-seed goes with --fit-output-rows, in phase after_swap")
     if args.carved_window_balance and args.carved_window_share is None:
         parser.error("--carved-window-balance goes with --carved-window-share")
+    if args.carved_window_domains is not None and not args.carved_window_balance:
+        parser.error("--carved-window-domains goes with --carved-window-balance (picks are made per domain)")
+    if args.carved_window_domains is not None and not set(args.carved_window_domains) <= set(args.domains):
+        parser.error("--carved-window-domains must be among --domains")
+    if args.carved_window_domains is not None:
+        args.carved_window_domains = [d for d in args.domains if d in args.carved_window_domains]  # one spelling
     if args.lora_r is not None and args.stage2_mode != "lora":
         parser.error("--lora-r goes with --stage2 lora")
     if args.stage2_mode == "full":
@@ -1025,6 +1034,7 @@ def kept_name(args, arm: str, seed: int) -> str:
     if args.carved_window_share is not None:
         tag += f"-carved-windows{100 * args.carved_window_share:g}"
         tag += "-balanced" if args.carved_window_balance else ""
+        tag += "".join(f"-{d}" for d in args.carved_window_domains or [])  # picked only there
     if args.teacher_text_share is not None:  # another text mixture is another model: never overwrite the plain one
         tag += f"-{args.teacher_text_start}-text{100 * args.teacher_text_share:g}"
         tag += f"-{args.teacher_text_tokens}tok" if args.teacher_text_tokens != TEACHER_TEXT_TOKENS else ""
@@ -1296,6 +1306,8 @@ def arm_label(row: dict) -> str:
         extra += (f", {100 * row['carved_window_share']:g}% windows picked for carved words from "
                   f"{row['carved_window_pool_bytes'] / 1e6:g} MB")
         extra += " in the corpus's domain mix" if row.get("carved_window_balance") else ""
+        if row.get("carved_window_domains"):
+            extra += f", picked in {' / '.join(row['carved_window_domains'])} only"
     if row.get("teacher_text_share") is not None:
         extra += f", {100 * row['teacher_text_share']:g}% text the original model wrote"
         extra += {"carved": " from carved words", "corpus": " from the corpus's carved words"}.get(
@@ -1383,6 +1395,8 @@ def run_train(args, argv, heldout, alignments: Alignments, source_tok, train_tex
                 extra["carved_window_pool_bytes"] = args.carved_window_pool_bytes
                 if args.carved_window_balance:  # rows from before the option have no key
                     extra["carved_window_balance"] = True
+                if args.carved_window_domains is not None:
+                    extra["carved_window_domains"] = args.carved_window_domains
             if args.teacher_text_share is not None:
                 extra["teacher_text_samples"] = args.teacher_text_samples
                 if args.teacher_text_start != "document":  # rows from before the option have no key
@@ -1412,7 +1426,9 @@ def carved_windows(args, tokenizer, source_tok) -> list:
     """The windows `--carved-window-share` mixes in: from the training pieces of `--carved-window-pool-bytes` (the
     same held-out documents, so none of them), as many as a run of `--train-steps` reads at that share, picked
     greedily for the carved words they use (`tokswap.carved_windows`). With `--carved-window-balance`, picked within
-    each domain, as many as the domain's share of the corpus's windows (`proportional_counts`)."""
+    each domain, as many as the domain's share of the corpus's windows (`proportional_counts`); with
+    `--carved-window-domains`, only in those, the other domains' share drawn at random (seed 0) from the corpus's own
+    windows, the text a default run reads there."""
     from tokswap.carved_windows import carved_word_sets, greedy_cover, proportional_counts
 
     docs = load_domain_documents()
@@ -1427,12 +1443,17 @@ def carved_windows(args, tokenizer, source_tok) -> list:
         counts = {None: count}
     pool, picked_words = [], frozenset()
     for domain, wanted in counts.items():
+        if domain not in (args.carved_window_domains or [domain]):  # left as a default run reads it: at random
+            own = training_windows([piece for d, _, piece in corpus if d == domain], tokenizer, source_tok)
+            pool += shuffled(own, 0)[:wanted]
+            continue
         windows = training_windows([piece for d, _, piece in pieces if domain in (None, d)], tokenizer, source_tok)
         sets = carved_word_sets(windows, source_tok, tokenizer)
         picked = greedy_cover(sets, min(wanted, len(windows)))
         pool += [windows[k] for k in picked]
         picked_words = picked_words.union(*(sets[k] for k in picked))
-    print(f"carved windows: {len(pool)} pool windows{' in the corpus domain mix' if None not in counts else ''} "
+    print(f"carved windows: {len(pool)} pool windows{' in the corpus domain mix' if None not in counts else ''}"
+          f"{', picked in ' + ' / '.join(args.carved_window_domains) if args.carved_window_domains else ''} "
           f"use {len(picked_words)} distinct carved words", flush=True)
     return pool
 
@@ -1468,6 +1489,7 @@ def is_done(rows: list, config: dict, args, arm: str, seed: int, merge_original)
         and row.get("carved_window_pool_bytes") == (args.carved_window_pool_bytes
                                                    if args.carved_window_share is not None else None)
         and row.get("carved_window_balance", False) == args.carved_window_balance
+        and row.get("carved_window_domains") == args.carved_window_domains
         and row.get("teacher_text_start", "document") == args.teacher_text_start
         and row.get("teacher_text_tokens", TEACHER_TEXT_TOKENS) == args.teacher_text_tokens
         and bool(row.get("new_word_fit")) == args.fit_new_words
@@ -1725,6 +1747,7 @@ def control_paired_table(rows: list) -> list:
         return (r["seed"], r["train_steps"], r["stage1_steps"], recipe["stage1_lr"], recipe["stage2_lr"],
                 r.get("task_near_share"), r.get("teacher_text_share"), r.get("teacher_text_start"),
                 r.get("carved_window_share"), r.get("carved_window_balance"),
+                tuple(r.get("carved_window_domains") or ()),
                 r.get("teacher_text_tokens"))
 
     controls = {key(r): r for r in train if r["method"] == "none"}

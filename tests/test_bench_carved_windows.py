@@ -38,3 +38,46 @@ def test_balanced_pick_keeps_the_corpus_domain_mix_on_real_text(lb):
     assert len(picked) == 40
     assert [sum(w in by_domain[d] for w in picked) for d in wanted] == list(wanted.values())
     assert not any(w in text for w in picked for text, _ in heldout.values())
+
+
+def test_domains_need_the_balanced_pick_and_known_domains(lb):
+    with pytest.raises(SystemExit):
+        lb.parse_args(["--carved-window-share", "1", "--carved-window-domains", "en"])
+    with pytest.raises(SystemExit):
+        lb.parse_args(
+            "--carved-window-share 1 --carved-window-balance --domains en de --carved-window-domains code".split()
+        )
+    args = lb.parse_args("--carved-window-share 1 --carved-window-balance --carved-window-domains math en".split())
+    assert args.carved_window_domains == ["en", "math"]  # in --domains order: one spelling per recipe
+    plain = lb.parse_args("--carved-window-share 1 --carved-window-balance".split())
+    name = lb.kept_name(args, "default", 5)
+    assert "-balanced-en-math" in name and name.replace("-en-math", "") == lb.kept_name(plain, "default", 5)
+
+
+def test_picks_only_in_the_named_domains_on_real_text(lb):
+    """`--carved-window-domains en`: the English share is picked from the larger pool for its carved words; German
+    keeps its share, drawn at random from the corpus's own German windows (what a default run reads there)."""
+    from tokswap.carved_windows import carved_word_sets, proportional_counts
+    from tokswap.loading import load_tokenizer
+
+    source, target = load_tokenizer(lb.SOURCE_TOKENIZER), lb.load_target_tokenizer("qwen2.5")
+    args = lb.parse_args(
+        "--carved-window-share 1 --carved-window-balance --carved-window-domains en --domains en de "
+        "--heldout-bytes 2000 --corpus-bytes 60000 --carved-window-pool-bytes 200000 --train-steps 10 "
+        "--stage1-steps 2".split()
+    )
+    picked = lb.carved_windows(args, target, source)
+    docs = lb.load_domain_documents()
+    heldout, corpus = lb.split_documents(docs, ["en", "de"], 2000, 60000)
+    wanted = proportional_counts(lb.domain_window_counts(corpus, target, source), 40)
+    _, pool = lb.split_documents(docs, ["en", "de"], 2000, 200000)
+    english = lb.training_windows([p for d, _, p in pool if d == "en"], target, source)
+    german = lb.training_windows([p for d, _, p in corpus if d == "de"], target, source)
+    assert len(picked) == 40
+    assert sum(w in set(english) for w in picked) == wanted["en"]
+    assert picked[wanted["en"] :] == lb.shuffled(german, 0)[: wanted["de"]]
+    # the English picks use more carved words than as many English windows taken in order
+    words = carved_word_sets(picked[: wanted["en"]], source, target)
+    plain = carved_word_sets(english[: wanted["en"]], source, target)
+    assert len(frozenset().union(*words)) > len(frozenset().union(*plain))
+    assert not any(w in text for w in picked for text, _ in heldout.values())
