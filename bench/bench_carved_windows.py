@@ -9,10 +9,13 @@ validation questions and 1,000 PIQA questions they hold (`bench_zero_shot_new_to
 whose carved words they hold; against them, as many windows drawn at random from the leaderboard's corpus, in the
 order each of `--seeds` shuffles them (not a run's own batches, whose order the trainer's sampler sets; mean and
 standard deviation over the seeds, then each seed's value). Also: the picked windows' domains. With `--balance`
-(the run's `--carved-window-balance`), the picks keep the corpus's domain mix.
+(the run's `--carved-window-balance`), the picks keep the corpus's domain mix; with `--domains` too (the run's
+`--carved-window-domains`), only those domains' share is picked, the others' drawn at random from the corpus.
 
     python bench/bench_carved_windows.py --seeds 5 6 > bench/results/carved_windows.md
     python bench/bench_carved_windows.py --seeds 5 6 --share 1 --balance > bench/results/carved_windows_balanced.md
+    python bench/bench_carved_windows.py --seeds 5 6 --share 1 --balance --domains en \
+        > bench/results/carved_windows_balanced_en.md
 """
 
 from __future__ import annotations
@@ -50,10 +53,14 @@ def main() -> int:
     parser.add_argument("--train-steps", type=int, default=200, help="the leaderboard run's")
     parser.add_argument("--share", type=float, default=0.5, help="the run's --carved-window-share")
     parser.add_argument("--balance", action="store_true", help="the run's --carved-window-balance")
+    parser.add_argument("--domains", nargs="+", default=None, choices=lb.DOMAINS,
+                        help="the run's --carved-window-domains (with --balance)")
     parser.add_argument("--pool-bytes", type=int, default=8_000_000, help="the run's --carved-window-pool-bytes")
     parser.add_argument("--heldout-bytes", type=int, default=4000, help="the leaderboard run's")
     parser.add_argument("--corpus-bytes", type=int, default=2_000_000, help="the leaderboard run's")
     args = parser.parse_args()
+    if args.domains and not args.balance:
+        parser.error("--domains goes with --balance")
 
     from tokswap.align.vocab import token_bytes
     from tokswap.carved_windows import carved_word_sets, greedy_cover
@@ -71,6 +78,7 @@ def main() -> int:
         f"--heldout-bytes {args.heldout_bytes} --corpus-bytes {args.corpus_bytes} --train-steps {args.train_steps} "
         f"--stage1-steps 0 --carved-window-share {args.share} --carved-window-pool-bytes {args.pool_bytes}".split()
         + ["--carved-window-balance"] * args.balance
+        + (["--carved-window-domains", *args.domains] if args.domains else [])
     )
     with contextlib.redirect_stdout(sys.stderr):  # its log line is not part of the table
         picked_texts = lb.carved_windows(run_args, target_tok, source_tok)
@@ -130,16 +138,21 @@ def main() -> int:
             + " | ".join(cell([c[i] for c in mixed_counts]) for i in range(5))
             + " |"
         )
+    label = f"{count} picked{' in the corpus domain mix' if args.balance else ''} alone"
+    if args.domains:
+        picked_in = " / ".join(run_args.carved_window_domains)
+        label = f"{count} in the corpus domain mix, {picked_in} picked, the rest at random"
     print(
-        f"| {count} picked{' in the corpus domain mix' if args.balance else ''} alone | "
+        f"| {label} | "
         + " | ".join(str(v) for v in counts(picked_words))
         + " |"
     )
-    domain_of = dict(zip(pool, pool_domains))
+    corpus_windows, corpus_domains = domain_windows(pieces, target_tok, source_tok)
+    domain_of = {**dict(zip(corpus_windows, corpus_domains)), **dict(zip(pool, pool_domains))}
     shares = collections.Counter(domain_of[text] for text in picked_texts)
     pool_shares = collections.Counter(pool_domains)
     print("\nDomains of the picked windows (and of the pool and the leaderboard corpus, in windows):\n")
-    corpus_shares = collections.Counter(domain_windows(pieces, target_tok, source_tok)[1])
+    corpus_shares = collections.Counter(corpus_domains)
     print("| domain | picked | pool | leaderboard corpus |")
     print("|---|---:|---:|---:|")
     for domain in lb.DOMAINS:
@@ -149,6 +162,7 @@ def main() -> int:
         )
     print("\nCommand:\n")
     name = "carved_windows_balanced.md" if args.balance else "carved_windows.md"
+    name = name.replace(".md", "".join(f"_{d}" for d in run_args.carved_window_domains or []) + ".md")
     print("    python bench/bench_carved_windows.py " + " ".join(sys.argv[1:]) + f" > bench/results/{name}")
     return 0
 
