@@ -18,22 +18,31 @@ def test_balance_needs_a_share_at_most_one(lb):
     assert args.carved_window_balance and args.carved_window_share == 1.0
 
 
-def test_balanced_pick_keeps_the_corpus_domain_mix_on_real_text(lb):
-    """On real documents and the real SmolLM2 / Qwen2.5 pair: each domain gets its share of the picks, and every pick
-    comes from that domain's training pieces, none from a held-out document."""
+SMALL_BALANCED_RUN = (
+    "--carved-window-share 1 --carved-window-balance --domains en de --heldout-bytes 2000 --corpus-bytes 60000 "
+    "--carved-window-pool-bytes 200000 --train-steps 10 --stage1-steps 2"
+)
+
+
+def small_balanced_pick(lb, *options):
+    """A 40-window balanced pick on real English and German documents with the real SmolLM2 / Qwen2.5 pair: the
+    tokenizers, the picked windows, the held-out text, the corpus and pool pieces, and each domain's wanted count."""
     from tokswap.carved_windows import proportional_counts
     from tokswap.loading import load_tokenizer
 
     source, target = load_tokenizer(lb.SOURCE_TOKENIZER), lb.load_target_tokenizer("qwen2.5")
-    args = lb.parse_args(
-        "--carved-window-share 1 --carved-window-balance --domains en de --heldout-bytes 2000 --corpus-bytes 60000 "
-        "--carved-window-pool-bytes 200000 --train-steps 10 --stage1-steps 2".split()
-    )
-    picked = lb.carved_windows(args, target, source)
+    picked = lb.carved_windows(lb.parse_args(SMALL_BALANCED_RUN.split() + list(options)), target, source)
     docs = lb.load_domain_documents()
     heldout, corpus = lb.split_documents(docs, ["en", "de"], 2000, 60000)
     wanted = proportional_counts(lb.domain_window_counts(corpus, target, source), 40)
     _, pool = lb.split_documents(docs, ["en", "de"], 2000, 200000)
+    return source, target, picked, heldout, corpus, pool, wanted
+
+
+def test_balanced_pick_keeps_the_corpus_domain_mix_on_real_text(lb):
+    """On real documents and the real SmolLM2 / Qwen2.5 pair: each domain gets its share of the picks, and every pick
+    comes from that domain's training pieces, none from a held-out document."""
+    source, target, picked, heldout, _, pool, wanted = small_balanced_pick(lb)
     by_domain = {d: set(lb.training_windows([p for dd, _, p in pool if dd == d], target, source)) for d in wanted}
     assert len(picked) == 40
     assert [sum(w in by_domain[d] for w in picked) for d in wanted] == list(wanted.values())
@@ -57,20 +66,9 @@ def test_domains_need_the_balanced_pick_and_known_domains(lb):
 def test_picks_only_in_the_named_domains_on_real_text(lb):
     """`--carved-window-domains en`: the English share is picked from the larger pool for its carved words; German
     keeps its share, drawn at random from the corpus's own German windows (what a default run reads there)."""
-    from tokswap.carved_windows import carved_word_sets, proportional_counts
-    from tokswap.loading import load_tokenizer
+    from tokswap.carved_windows import carved_word_sets
 
-    source, target = load_tokenizer(lb.SOURCE_TOKENIZER), lb.load_target_tokenizer("qwen2.5")
-    args = lb.parse_args(
-        "--carved-window-share 1 --carved-window-balance --carved-window-domains en --domains en de "
-        "--heldout-bytes 2000 --corpus-bytes 60000 --carved-window-pool-bytes 200000 --train-steps 10 "
-        "--stage1-steps 2".split()
-    )
-    picked = lb.carved_windows(args, target, source)
-    docs = lb.load_domain_documents()
-    heldout, corpus = lb.split_documents(docs, ["en", "de"], 2000, 60000)
-    wanted = proportional_counts(lb.domain_window_counts(corpus, target, source), 40)
-    _, pool = lb.split_documents(docs, ["en", "de"], 2000, 200000)
+    source, target, picked, heldout, corpus, pool, wanted = small_balanced_pick(lb, "--carved-window-domains", "en")
     english = lb.training_windows([p for d, _, p in pool if d == "en"], target, source)
     german = lb.training_windows([p for d, _, p in corpus if d == "de"], target, source)
     assert len(picked) == 40
