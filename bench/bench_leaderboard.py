@@ -145,6 +145,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="with --stage2 lora: the adapters' rank (default: VocabAdaptationConfig's)")
     parser.add_argument("--sparse-embedding-updates", action="store_const", const=True, default=None,
                         help="a row of the embeddings / head learns only from batches holding its token")
+    parser.add_argument("--stage2-fresh-order", action="store_const", const=True, default=None,
+                        help="stage 2 reads the windows in an order of its own (VocabAdaptationConfig."
+                             "stage2_fresh_order) instead of re-reading stage 1's first")
     for part, what in (("ce", "cross-entropy"), ("likelihood", "chunk likelihoods"), ("hidden", "hidden states"),
                        ("prediction", "next-token distribution at shared boundaries, grouped by leading piece"),
                        ("split", "division of each leading-piece group among the new vocabulary's merges")):
@@ -1043,6 +1046,8 @@ def kept_name(args, arm: str, seed: int) -> str:
     tag += sd_weights_tag(args)
     if args.stage2_mode == "lora":  # adapters merged: another model, never saved over the full-stage-2 one
         tag += f"-lora{args.lora_r}"
+    if args.stage2_fresh_order:  # other batches in stage 2: another model
+        tag += "-fresh-order"
     return f"{args.train_target}-{arm}{tag}-seed{seed}-{args.train_steps}steps"
 
 
@@ -1248,6 +1253,7 @@ RECIPE_FIELDS = {"stage1_lr": "stage1_learning_rate", "stage2_lr": "stage2_learn
                  "sd_rehearsal_words": "self_distill_rehearsal_words",
                  "sd_rehearsal_min_prob": "self_distill_rehearsal_min_prob",
                  "sparse_embedding_updates": "sparse_embedding_updates",
+                 "stage2_fresh_order": "stage2_fresh_order",
                  "stage2_mode": "stage2", "lora_r": "lora_r"}
 
 

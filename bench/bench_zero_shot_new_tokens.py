@@ -249,10 +249,10 @@ def carved_offset_lines(rows: list, originals: dict, cache: dict) -> list:
 
 # What makes a trained row a variant of its arm's recipe (a row with none of them is the recipe itself)
 VARIANT_KEYS = ("task_near_share", "teacher_text_share", "carved_window_share", "new_word_fit", "output_row_fit", "leading_piece",
-                "merge_original", "sd_hidden_layers", "sd_rehearsal_weight", "stage2_mode")
+                "merge_original", "sd_hidden_layers", "sd_rehearsal_weight", "stage2_mode", "stage2_fresh_order")
 # a variant of the loss itself (or of what stage 2 trains) is paired with the recipe that lacks it: these recipe keys
 # are not compared
-LOSS_VARIANT_KEYS = {"stage2_mode": ("stage2_mode", "lora_r"),
+LOSS_VARIANT_KEYS = {"stage2_mode": ("stage2_mode", "lora_r"), "stage2_fresh_order": ("stage2_fresh_order",),
                      "sd_hidden_layers": ("sd_hidden_weight", "sd_hidden_layers"),
                      "sd_rehearsal_weight": ("sd_rehearsal_weight", "sd_rehearsal_whole_words", "sd_rehearsal_words",
                                              "sd_rehearsal_min_prob")}

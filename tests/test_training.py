@@ -793,3 +793,39 @@ def test_training_never_writes_into_a_folder_tokswap_did_not_write(fresh_tokeniz
     adapt_vocabulary(make_model("gpt-neox"), fresh_tokenizer, text_dataset, run)
     assert json.loads((tmp_path / "run" / "tokswap_run.json").read_text())["kind"] == "adapt_vocabulary"
     adapt_vocabulary(make_model("gpt-neox"), fresh_tokenizer, text_dataset, run)  # its own earlier run: allowed
+
+
+def batches_by_stage(model, tokenizer, dataset, config) -> dict:
+    """{stage: [the input ids of each training batch]}, read off the input embeddings during `adapt_vocabulary`."""
+    seen, stage = {1: [], 2: []}, [1]
+    first_of_stage2 = config.stage_max_steps(1)
+
+    def record(_module, inputs):
+        if torch.is_grad_enabled():  # training forwards only
+            seen[stage[0]].append(inputs[0].tolist())
+            if len(seen[1]) == first_of_stage2:
+                stage[0] = 2
+
+    handle = model.get_input_embeddings().register_forward_pre_hook(record)
+    try:
+        adapt_vocabulary(model, tokenizer, dataset, config)
+    finally:
+        handle.remove()
+    return seen
+
+
+@pytest.mark.parametrize("packing", [False, True])
+@pytest.mark.parametrize("fresh", [False, True])
+def test_stage2_fresh_order_reads_other_batches_than_stage1(fresh, packing, fresh_tokenizer, tmp_path):
+    """Both stages draw the same seeded order unless `stage2_fresh_order`: stage 2 then starts by re-reading stage 1's
+    batches (what every earlier run did); with it, stage 2's first batches are others."""
+    dataset = Dataset.from_dict({"text": TEXTS * 4})  # many rows, so two orders rarely start alike
+    config = tiny_config(
+        tmp_path, stage1_max_steps=3, stage2_max_steps=3, packing=packing, stage2_fresh_order=fresh, logging_steps=10
+    )
+    assert config.to_sft_config(1).data_seed is None
+    assert config.to_sft_config(2).data_seed == (config.seed + 1 if fresh else None)
+    assert config.to_self_distillation_config(2).data_seed == config.to_sft_config(2).data_seed  # both recoveries
+    seen = batches_by_stage(make_model("llama-untied"), fresh_tokenizer, dataset, config)
+    assert len(seen[1]) == len(seen[2]) == 3
+    assert (seen[2] == seen[1]) is not fresh

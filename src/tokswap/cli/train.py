@@ -70,6 +70,11 @@ def register_cli(subparsers) -> None:
         action="store_true",
         help="an embedding / head row learns only from batches holding its token (unseen rows keep their init)",
     )
+    parser.add_argument(
+        "--stage2-fresh-order",
+        action="store_true",
+        help="stage 2 reads the data in an order of its own instead of re-reading stage 1's batches first",
+    )
     parser.add_argument("--lora-r", type=int, default=defaults.lora_r)
     parser.add_argument("--lora-alpha", type=int, default=defaults.lora_alpha)
     _add_recovery_arguments(parser, defaults)
@@ -102,6 +107,7 @@ def _cli_train(args) -> int:
         stage2_learning_rate=args.stage2_lr,
         stage1_frozen_rows=args.stage1_frozen_rows,
         sparse_embedding_updates=args.sparse_embedding_updates,
+        stage2_fresh_order=args.stage2_fresh_order,
         lora_r=args.lora_r,
         lora_alpha=args.lora_alpha,
         merge_adapters=not args.no_merge,
