@@ -182,7 +182,7 @@ class VocabAdaptationConfig:
         metadata={
             "help": "Stage 2 reads the training data in an order of its own (data seed `seed + 1`). Off, both stages "
             "draw the same seeded order, so stage 2 first re-reads every batch stage 1 read: 40 + 160 steps of a "
-            "large dataset read 640 distinct examples, the first 160 twice; on, about 780."
+            "large dataset read 640 distinct examples, the first 160 twice; on, stage 1's recur only by chance."
         },
     )
     optim: str = field(default="adamw_torch", metadata={"help": "Optimizer name understood by transformers (AdamW)."})
