@@ -81,6 +81,13 @@ DERIVED = [
     ("8.5", "{67.2} - {58.7}", [LB], "200 steps: gap closed, the default (with the split term) minus cross-entropy"),
     # the pooled zero-shot means themselves are printed by bench_leaderboard.py --table (its pooled table)
     ("1.11", "abs({-4.11}) - 3", [LB], "the default at 200 steps: ARC-Easy's pooled mean beyond the 3-point goal"),
+    ("0.3", "{-2.9} - {-3.2}", [LB], "task-near text, cross-entropy at 1e-4, seed 3: PIQA with it minus without (the "
+     "smallest per-seed move)"),
+    ("2.6", "{-3.2} - {-5.8}", [LB], "task-near text, self-distillation at 1e-4, seed 3: ARC-Easy with it minus without "
+     "(the largest per-seed move)"),
+    ("5.1", "{-29.1} - {-34.2}", ["zero_shot_new_tokens.md"], "new words' input rows fitted, seed 2: PIQA questions whose "
+     "gold choice holds more new tokens, fitted minus the 1e-4 recipe"),
+    ("2.5", "{-29.1} - {-31.6}", ["zero_shot_new_tokens.md"], "the same, seed 3"),
     ("0.46", "abs({-3.46}) - 3", [LB], "the same for PIQA"),
     ("0.013", "{1.563} - {1.550}", [LB], "prediction term, 200 steps, seeds 2, 3: the 1e-4 recipe (4 seeds) minus it"),
     ("0.013", "{1.57409} - {1.56148}", [JSONL], "sparse embedding updates, 200 steps, seed 3, minus the 1e-4 recipe"),

@@ -468,3 +468,33 @@ def test_check_rerun_holds_the_unswapped_models_answers_and_pairs_a_trained_rows
     flipped["zero_shot"]["arc_easy"]["correct"] = ("1" if answers[0] == "0" else "0") + answers[1:]
     code, text = check_rerun(tmp_path, [flipped])
     assert code == 1 and "1 answers unlike the published" in text
+
+
+def test_control_table_states_the_range_of_every_200_step_row(lb):
+    """The range the README quotes for every swapped recipe against the control is printed by the script, so a new
+    row moves it instead of leaving a hand-read range stale; rows of other budgets stay out of it."""
+
+    def row(method, arm, steps, correct, seed=2):
+        acc = correct.count("1") / len(correct)
+        return {
+            "phase": "train",
+            "method": method,
+            "arm": arm,
+            "seed": seed,
+            "train_steps": steps,
+            "stage1_steps": steps // 5,
+            "stage1_lr": 6.4e-4,
+            "stage2_lr": 2e-4,
+            "recovery": "ce",
+            "zero_shot": {"piqa": {"acc": acc, "correct": correct, "num_examples": len(correct)}},
+        }
+
+    rows = [
+        row("none", "unswapped_ce", 200, "1111111111"),
+        row("fvt_scaled", "default", 200, "1111111100"),
+        row("fvt", "fvt_ce", 200, "1111111110"),
+        row("none", "unswapped_ce", 50, "1111111111"),
+        row("fvt_scaled", "default", 50, "0000000000"),
+    ]
+    text = "\n".join(lb.control_paired_table(rows))
+    assert "piqa from -20.0 to -10.0 points over 2 rows" in text and "(the seeds that have one: 2)" in text
